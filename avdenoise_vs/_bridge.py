@@ -1,0 +1,29 @@
+"""The Python entry points that the native bridge (``_native/bridge.c``) calls.
+
+Keep this module light: it is imported while VapourSynth loads plugins, so it must not
+touch ``vapoursynth.core`` at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._filter import FilterPlan, create_denoise
+from ._params import DENOISE_PARAMS
+from ._paramspec import vs_signature
+
+__all__ = ["create", "plugin_functions"]
+
+#: Registered function name -> (parameter table, factory).
+FUNCTIONS = {"Denoise": (DENOISE_PARAMS, create_denoise)}
+
+
+def plugin_functions() -> list[tuple[str, str]]:
+    """(name, VapourSynth argument signature) of every function to register."""
+    return [(name, vs_signature(params)) for name, (params, _) in FUNCTIONS.items()]
+
+
+def create(name: str, args: Mapping[str, list[Any]]) -> FilterPlan:
+    """Build the filter ``name`` from the bridge's arguments; errors become ``vs.Error``."""
+    return FUNCTIONS[name][1](args)

@@ -1,0 +1,323 @@
+/*
+ * avdenoise VapourSynth bridge: registers the `avdenoise` namespace and forwards every call to
+ * Python (`avdenoise_vs._bridge`). It knows nothing about denoising: it converts arguments,
+ * requests the temporal window of frames, allocates the output frame and reports errors.
+ *
+ * Python side contract (see avdenoise_vs/_bridge.py):
+ *   plugin_functions() -> [(name, vs_args_signature), ...]
+ *   create(name, args: dict[str, list]) -> plan     (clips arrive as dicts of their video info)
+ *   plan.inputs: tuple[str, ...]   argument names of the clips whose windows are requested;
+ *                                  the first one is the clip the output copies format from
+ *   plan.radius: int               temporal radius of the window
+ *   plan.copy_planes: tuple[int]   planes passed through from the centre frame, by reference
+ *   plan.process(n, frame_numbers, windows, dst) -> None
+ *       windows[i][t][plane] = (address, stride, memoryview) of input i, window position t;
+ *       dst[plane] likewise, writable, or None for a copied plane.
+ *
+ * The GIL is held only around calls into Python. Python symbols come from the host process
+ * (vspipe's libpython or the python executable), which is why nothing here links libpython.
+ */
+#define Py_LIMITED_API 0x030C0000
+#include <Python.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "VapourSynth4.h"
+
+#define BRIDGE_MODULE "avdenoise_vs._bridge"
+#define MAX_INPUTS 4
+#define MAX_WINDOW 65
+
+typedef struct {
+    PyObject *plan;
+    VSNode *nodes[MAX_INPUTS];
+    int num_inputs;
+    int radius;
+    int copy_plane[3];
+    VSVideoInfo vi;
+} FilterData;
+
+/* Sets `buffer` to "prefix: <Python exception text>" and clears the exception. */
+static void format_python_error(char *buffer, size_t size, const char *prefix) {
+    PyObject *type = NULL, *value = NULL, *trace = NULL;
+    PyErr_Fetch(&type, &value, &trace);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *message = text ? PyUnicode_AsUTF8AndSize(text, NULL) : NULL;
+    snprintf(buffer, size, "%s%s", prefix, message ? message : "unknown Python error");
+    if (!message) PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(trace);
+}
+
+static PyObject *call_bridge(const char *function, PyObject *args) {
+    PyObject *module = PyImport_ImportModule(BRIDGE_MODULE);
+    if (!module) return NULL;
+    PyObject *callable = PyObject_GetAttrString(module, function);
+    Py_DECREF(module);
+    if (!callable) return NULL;
+    PyObject *result = PyObject_CallObject(callable, args);
+    Py_DECREF(callable);
+    return result;
+}
+
+static PyObject *video_info_dict(const VSVideoInfo *vi) {
+    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:L,s:L}",
+        "width", vi->width, "height", vi->height, "num_frames", vi->numFrames,
+        "color_family", vi->format.colorFamily, "sample_type", vi->format.sampleType,
+        "bits", vi->format.bitsPerSample, "subsampling_w", vi->format.subSamplingW,
+        "subsampling_h", vi->format.subSamplingH, "num_planes", vi->format.numPlanes,
+        "fps_num", (long long)vi->fpsNum, "fps_den", (long long)vi->fpsDen);
+}
+
+/* One argument as a list of Python values; clips become dicts of their video info. */
+static PyObject *argument_values(const VSMap *in, const char *key, const VSAPI *vsapi) {
+    int count = vsapi->mapNumElements(in, key);
+    int type = vsapi->mapGetType(in, key);
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < count; i++) {
+        PyObject *item = NULL;
+        if (type == ptInt) {
+            item = PyLong_FromLongLong(vsapi->mapGetInt(in, key, i, NULL));
+        } else if (type == ptFloat) {
+            item = PyFloat_FromDouble(vsapi->mapGetFloat(in, key, i, NULL));
+        } else if (type == ptData) {
+            item = PyUnicode_DecodeUTF8(vsapi->mapGetData(in, key, i, NULL),
+                                        vsapi->mapGetDataSize(in, key, i, NULL), "replace");
+        } else if (type == ptVideoNode) {
+            VSNode *node = vsapi->mapGetNode(in, key, i, NULL);
+            item = video_info_dict(vsapi->getVideoInfo(node));
+            vsapi->freeNode(node);
+        } else {
+            PyErr_Format(PyExc_TypeError, "%s: unsupported argument type", key);
+        }
+        if (!item || PyList_Append(list, item) < 0) Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
+static PyObject *arguments_dict(const VSMap *in, const VSAPI *vsapi) {
+    PyObject *args = PyDict_New();
+    int keys = vsapi->mapNumKeys(in);
+    for (int k = 0; args && k < keys; k++) {
+        const char *key = vsapi->mapGetKey(in, k);
+        PyObject *values = argument_values(in, key, vsapi);
+        if (!values || PyDict_SetItemString(args, key, values) < 0) Py_CLEAR(args);
+        Py_XDECREF(values);
+    }
+    return args;
+}
+
+static int clamp_frame(int n, int num_frames) {
+    return n < 0 ? 0 : (n >= num_frames ? num_frames - 1 : n);
+}
+
+static PyObject *plane_view(const VSFrame *frame, VSFrame *writable, int plane, const VSAPI *vsapi) {
+    ptrdiff_t stride = vsapi->getStride(writable ? writable : frame, plane);
+    Py_ssize_t size = (Py_ssize_t)stride * vsapi->getFrameHeight(writable ? writable : frame, plane);
+    char *data = writable ? (char *)vsapi->getWritePtr(writable, plane)
+                          : (char *)vsapi->getReadPtr(frame, plane);
+    PyObject *view = PyMemoryView_FromMemory(data, size, writable ? PyBUF_WRITE : PyBUF_READ);
+    if (!view) return NULL;
+    return Py_BuildValue("(KnN)", (unsigned long long)(size_t)data, (Py_ssize_t)stride, view);
+}
+
+static PyObject *frame_planes(const VSFrame *frame, int num_planes, const VSAPI *vsapi) {
+    PyObject *planes = PyTuple_New(num_planes);
+    for (int p = 0; planes && p < num_planes; p++) {
+        PyObject *view = plane_view(frame, NULL, p, vsapi);
+        if (!view) Py_CLEAR(planes);
+        else PyTuple_SetItem(planes, p, view);
+    }
+    return planes;
+}
+
+static PyObject *destination_planes(VSFrame *dst, const FilterData *d, const VSAPI *vsapi) {
+    PyObject *planes = PyTuple_New(d->vi.format.numPlanes);
+    for (int p = 0; planes && p < d->vi.format.numPlanes; p++) {
+        PyObject *view = d->copy_plane[p] ? Py_BuildValue("") : plane_view(NULL, dst, p, vsapi);
+        if (!view) Py_CLEAR(planes);
+        else PyTuple_SetItem(planes, p, view);
+    }
+    return planes;
+}
+
+/* Calls plan.process; returns 0 on success, else fills `error`. */
+static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW], VSFrame *dst,
+                       char *error, size_t error_size, const VSAPI *vsapi) {
+    int window = 2 * d->radius + 1, status = -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *numbers = PyTuple_New(window);
+    PyObject *windows = PyTuple_New(d->num_inputs);
+    for (int t = 0; numbers && t < window; t++)
+        PyTuple_SetItem(numbers, t, PyLong_FromLong(clamp_frame(n - d->radius + t, d->vi.numFrames)));
+    for (int i = 0; windows && i < d->num_inputs; i++) {
+        PyObject *frames_i = PyTuple_New(window);
+        for (int t = 0; frames_i && t < window; t++) {
+            PyObject *planes = frame_planes(frames[i][t], d->vi.format.numPlanes, vsapi);
+            if (!planes) Py_CLEAR(frames_i);
+            else PyTuple_SetItem(frames_i, t, planes);
+        }
+        if (!frames_i) Py_CLEAR(windows);
+        else PyTuple_SetItem(windows, i, frames_i);
+    }
+    PyObject *dst_planes = destination_planes(dst, d, vsapi);
+    PyObject *result = NULL;
+    if (numbers && windows && dst_planes)
+        result = PyObject_CallMethod(d->plan, "process", "iOOO", n, numbers, windows, dst_planes);
+    if (result) status = 0;
+    else format_python_error(error, error_size, "");
+    Py_XDECREF(result);
+    Py_XDECREF(dst_planes);
+    Py_XDECREF(windows);
+    Py_XDECREF(numbers);
+    PyGILState_Release(gil);
+    return status;
+}
+
+static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, void **frame_data,
+                                            VSFrameContext *ctx, VSCore *core, const VSAPI *vsapi) {
+    (void)frame_data;
+    FilterData *d = (FilterData *)instance;
+    int window = 2 * d->radius + 1;
+    if (reason == arInitial) {
+        for (int i = 0; i < d->num_inputs; i++)
+            for (int t = 0; t < window; t++) {
+                int m = clamp_frame(n - d->radius + t, d->vi.numFrames);
+                /* The clamped window repeats frames at the clip ends: request each once. */
+                if (t == 0 || m != clamp_frame(n - d->radius + t - 1, d->vi.numFrames))
+                    vsapi->requestFrameFilter(m, d->nodes[i], ctx);
+            }
+        return NULL;
+    }
+    if (reason != arAllFramesReady) return NULL;
+
+    const VSFrame *frames[MAX_INPUTS][MAX_WINDOW];
+    for (int i = 0; i < d->num_inputs; i++)
+        for (int t = 0; t < window; t++)
+            frames[i][t] = vsapi->getFrameFilter(clamp_frame(n - d->radius + t, d->vi.numFrames),
+                                                 d->nodes[i], ctx);
+    const VSFrame *centre = frames[0][d->radius];
+    const VSFrame *plane_src[3] = {NULL, NULL, NULL};
+    int planes[3] = {0, 1, 2};
+    for (int p = 0; p < d->vi.format.numPlanes; p++)
+        if (d->copy_plane[p]) plane_src[p] = centre;
+    VSFrame *dst = vsapi->newVideoFrame2(&d->vi.format, d->vi.width, d->vi.height, plane_src,
+                                         planes, centre, core);
+
+    char error[1024];
+    int status = run_process(d, n, frames, dst, error, sizeof error, vsapi);
+    for (int i = 0; i < d->num_inputs; i++)
+        for (int t = 0; t < window; t++) vsapi->freeFrame(frames[i][t]);
+    if (status != 0) {
+        vsapi->setFilterError(error, ctx);
+        vsapi->freeFrame(dst);
+        return NULL;
+    }
+    return dst;
+}
+
+static void VS_CC filter_free(void *instance, VSCore *core, const VSAPI *vsapi) {
+    (void)core;
+    FilterData *d = (FilterData *)instance;
+    for (int i = 0; i < d->num_inputs; i++) vsapi->freeNode(d->nodes[i]);
+    /* A core torn down after the interpreter has finalised must not touch Python. */
+    if (d->plan && Py_IsInitialized()) {
+        PyGILState_STATE gil = PyGILState_Ensure();
+        Py_DECREF(d->plan);
+        PyGILState_Release(gil);
+    }
+    free(d);
+}
+
+/* Reads the plan's attributes into `d`; returns 0 on success with a Python error set otherwise. */
+static int read_plan(FilterData *d, const VSMap *in, const VSAPI *vsapi) {
+    PyObject *inputs = PyObject_GetAttrString(d->plan, "inputs");
+    PyObject *radius = PyObject_GetAttrString(d->plan, "radius");
+    PyObject *copies = PyObject_GetAttrString(d->plan, "copy_planes");
+    int ok = inputs && radius && copies;
+    if (ok) {
+        d->radius = (int)PyLong_AsLong(radius);
+        d->num_inputs = (int)PyObject_Length(inputs);
+        ok = !PyErr_Occurred() && d->radius >= 0 && 2 * d->radius + 1 <= MAX_WINDOW &&
+             d->num_inputs >= 1 && d->num_inputs <= MAX_INPUTS;
+        if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bridge: bad plan");
+    }
+    for (int i = 0; ok && i < d->num_inputs; i++) {
+        PyObject *name = PySequence_GetItem(inputs, i);
+        const char *key = name ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+        d->nodes[i] = key ? vsapi->mapGetNode(in, key, 0, NULL) : NULL;
+        ok = d->nodes[i] != NULL;
+        if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bridge: missing clip");
+        if (!ok) d->num_inputs = i;
+        Py_XDECREF(name);
+    }
+    Py_ssize_t num_copies = ok ? PyObject_Length(copies) : 0;
+    for (Py_ssize_t k = 0; ok && k < num_copies; k++) {
+        PyObject *item = PySequence_GetItem(copies, k);
+        long plane = item ? PyLong_AsLong(item) : -1;
+        ok = plane >= 0 && plane < 3;
+        if (ok) d->copy_plane[plane] = 1;
+        Py_XDECREF(item);
+    }
+    if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bridge: bad copy_planes");
+    Py_XDECREF(inputs);
+    Py_XDECREF(radius);
+    Py_XDECREF(copies);
+    return ok ? 0 : -1;
+}
+
+static void VS_CC filter_create(const VSMap *in, VSMap *out, void *user_data, VSCore *core,
+                                const VSAPI *vsapi) {
+    const char *name = (const char *)user_data;
+    FilterData *d = (FilterData *)calloc(1, sizeof(FilterData));
+    char error[1024];
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *args = arguments_dict(in, vsapi);
+    PyObject *call_args = args ? Py_BuildValue("(sN)", name, args) : NULL;
+    d->plan = call_args ? call_bridge("create", call_args) : NULL;
+    Py_XDECREF(call_args);
+    int failed = !d->plan || read_plan(d, in, vsapi) != 0;
+    if (failed) format_python_error(error, sizeof error, "");
+    PyGILState_Release(gil);
+    if (failed) {
+        vsapi->mapSetError(out, error);
+        filter_free(d, core, vsapi);
+        return;
+    }
+    d->vi = *vsapi->getVideoInfo(d->nodes[0]);
+    VSFilterDependency deps[MAX_INPUTS];
+    for (int i = 0; i < d->num_inputs; i++)
+        deps[i] = (VSFilterDependency){d->nodes[i], d->radius ? rpGeneral : rpStrictSpatial};
+    vsapi->createVideoFilter(out, name, &d->vi, filter_get_frame, filter_free, fmParallel, deps,
+                             d->num_inputs, d, core);
+}
+
+VS_EXTERNAL_API(void) VapourSynthPluginInit2(VSPlugin *plugin, const VSPLUGINAPI *vspapi) {
+    vspapi->configPlugin("com.avdenoise.vs", "avdenoise", "GPU video denoisers (NLM, BM3D)",
+                         VS_MAKE_VERSION(1, 0), VS_MAKE_VERSION(VAPOURSYNTH_API_MAJOR, 0), 0,
+                         plugin);
+    /* A host without Python (a pure C program) gets an empty namespace rather than a crash. */
+    if (!Py_IsInitialized()) return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *functions = call_bridge("plugin_functions", NULL);
+    Py_ssize_t count = functions ? PyObject_Length(functions) : 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const char *name = NULL, *signature = NULL;
+        PyObject *item = PySequence_GetItem(functions, i);
+        if (item && PyArg_ParseTuple(item, "ss", &name, &signature))
+            vspapi->registerFunction(name, signature, "clip:vnode;", filter_create, strdup(name),
+                                     plugin);
+        Py_XDECREF(item);
+    }
+    if (PyErr_Occurred()) {
+        char error[1024];
+        format_python_error(error, sizeof error, "avdenoise: could not load the Python side: ");
+        fprintf(stderr, "%s\n", error);
+    }
+    Py_XDECREF(functions);
+    PyGILState_Release(gil);
+}

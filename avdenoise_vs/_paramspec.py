@@ -1,0 +1,193 @@
+"""Parameter descriptions: the one source of truth for each VapourSynth-facing argument.
+
+A :class:`Param` holds a parameter's name, type, default, allowed values, the algorithms
+that read it and its documentation. Everything else is generated from it: the VapourSynth
+signature the bridge registers, argument validation, and the README's parameter table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Choice", "Param", "Pattern", "Range", "parse_arguments", "vs_signature"]
+
+#: VapourSynth signature type of each of our parameter types.
+_VS_TYPES = {"clip": "vnode", "int": "int", "float": "float", "str": "data", "str[]": "data[]"}
+
+
+@dataclass(frozen=True)
+class Range:
+    """A number from `low` to `high` (`high` may be ``math.inf``); `low` excluded if `open_low`."""
+
+    low: float
+    high: float = math.inf
+    open_low: bool = False
+
+    def check(self, value: float) -> bool:
+        above = value > self.low if self.open_low else value >= self.low
+        return above and value <= self.high and not math.isnan(value)
+
+    def describe(self, kind: str) -> str:
+        noun = "an integer" if kind == "int" else "a number"
+        if self.high == math.inf:
+            return f"{noun} {'>' if self.open_low else '>='} {_number(self.low)}"
+        return f"{noun} from {_number(self.low)} to {_number(self.high)}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a fixed set of values."""
+
+    values: tuple[Any, ...]
+
+    def check(self, value: Any) -> bool:
+        return value in self.values
+
+    def describe(self, kind: str) -> str:
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A string matching a regular expression, described in words."""
+
+    regex: str
+    words: str
+
+    def check(self, value: str) -> bool:
+        return re.fullmatch(self.regex, value) is not None
+
+    def describe(self, kind: str) -> str:
+        return self.words
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a VapourSynth function.
+
+    Parameters
+    ----------
+    name : str
+        Argument name as scripts spell it.
+    kind : str
+        ``"clip"``, ``"int"``, ``"float"``, ``"str"`` or ``"str[]"`` (a list of strings).
+    doc : str
+        What it does: unit or scale, effect of larger values, cost.
+    default : Any
+        Value when not given; ``None`` means "not set" (the caller derives one), and a
+        mapping gives a default per algorithm.
+    allowed : Range, Choice or Pattern, optional
+        The values accepted; for ``"str[]"`` each element is checked.
+    algorithms : tuple of str, optional
+        Algorithms that read this parameter; ``None`` means every algorithm.
+    alias : str, optional
+        The same setting's name in other plugins (KNLMeansCL, BM3DCUDA), for the docs.
+    required : bool
+        Whether a script must pass it.
+    """
+
+    name: str
+    kind: str
+    doc: str
+    default: Any = None
+    allowed: Range | Choice | Pattern | None = None
+    algorithms: tuple[str, ...] | None = None
+    alias: str | None = None
+    required: bool = False
+
+    def default_for(self, algorithm: str) -> Any:
+        """The default that applies when `algorithm` runs."""
+        if isinstance(self.default, Mapping):
+            return self.default.get(algorithm)
+        return self.default
+
+    def describe_allowed(self) -> str:
+        """The allowed values in words, for error messages and the docs."""
+        if self.allowed is None:
+            return {"clip": "a clip", "str": "a string"}.get(self.kind, self.kind)
+        text = self.allowed.describe(self.kind)
+        return "a non-empty list, each item " + text if self.kind == "str[]" else text
+
+
+def vs_signature(params: Sequence[Param]) -> str:
+    """The argument string VapourSynth's ``registerFunction`` takes."""
+    parts = []
+    for param in params:
+        optional = "" if param.required else ":opt"
+        parts.append(f"{param.name}:{_VS_TYPES[param.kind]}{optional};")
+    return "".join(parts)
+
+
+def parse_arguments(
+    function: str, params: Sequence[Param], args: Mapping[str, list[Any]], algorithm_key: str
+) -> dict[str, Any]:
+    """Validate the bridge's arguments and fill in defaults.
+
+    Parameters
+    ----------
+    function : str
+        Function name, for messages (``avdenoise.<function>: ...``).
+    params : sequence of Param
+        The function's parameter table.
+    args : mapping
+        Argument name to list of values, as the bridge passes them.
+    algorithm_key : str
+        Name of the parameter that selects the algorithm (its value decides which
+        parameters may be given and which defaults apply).
+
+    Returns
+    -------
+    dict
+        Every parameter by name; unset optional ones hold their (algorithm's) default.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For a value out of range, of the wrong type, or a parameter that the chosen
+        algorithm does not read. Messages read ``avdenoise.<function>: <param> must be ...``.
+    """
+    by_name = {p.name: p for p in params}
+    values = {name: _scalar(by_name[name], raw) for name, raw in args.items()}
+    algorithm = values.get(algorithm_key, by_name[algorithm_key].default)
+    result = {}
+    for param in params:
+        if param.name not in values:
+            result[param.name] = param.default_for(algorithm)
+            continue
+        value = values[param.name]
+        if param.kind != "clip":
+            _check_value(function, param, value)
+        if param.algorithms is not None and algorithm not in param.algorithms:
+            raise ValueError(
+                f"avdenoise.{function}: {param.name} is not used by {algorithm_key}="
+                f"{algorithm!r} (it applies to {', '.join(map(repr, param.algorithms))})"
+            )
+        result[param.name] = value
+    return result
+
+
+def _scalar(param: Param, raw: list[Any]) -> Any:
+    """VapourSynth passes every argument as a list; scalars take its single element."""
+    return list(raw) if param.kind == "str[]" else raw[0]
+
+
+def _check_value(function: str, param: Param, value: Any) -> None:
+    items = value if param.kind == "str[]" else [value]
+    if param.kind == "str[]" and not items:
+        raise ValueError(
+            f"avdenoise.{function}: {param.name} must be {param.describe_allowed()}, got []"
+        )
+    for item in items:
+        if param.allowed is not None and not param.allowed.check(item):
+            raise ValueError(
+                f"avdenoise.{function}: {param.name} must be {param.describe_allowed()}, "
+                f"got {value!r}"
+            )
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

@@ -1,0 +1,185 @@
+"""Non-local means in NumPy: the reference backend and the oracle for the CUDA kernels.
+
+The maths follows KNLMeansCL [2]_ so that results match it at equal parameters; the
+algorithm itself is Buades, Coll and Morel's non-local means [1]_ with a spatio-temporal
+search window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._options import Distance, WeightMode
+
+__all__ = ["nlm", "weight_scale", "MIN_MAX_WEIGHT"]
+
+#: Starting value of the running maximum weight. KNLMeansCL starts from the smallest normal
+#: float so that the centre weight ``wref * max`` never makes ``0 / 0`` when every weight
+#: underflows; the output is then the input pixel, never NaN (issue #2).
+MIN_MAX_WEIGHT = float(np.finfo(np.float32).tiny)
+
+#: KNLMeansCL's strength normalisation: ``h`` is given in 8-bit code values, samples are in
+#: [0, 1], and its per-channel weights sum to 3 ("NLM_LEGACY"), hence 255^2 / 3.
+_NORM = 255.0 * 255.0 / 3.0
+
+
+def weight_scale(h: float, patch_radius: int) -> float:
+    """Factor that turns a patch sum of weighted squared differences into the weight argument.
+
+    ``exp(-ssd * weight_scale(h, s))`` is the Welsch weight; the patch area normalises the sum.
+    """
+    area = (2 * patch_radius + 1) ** 2
+    return _NORM / (h * h * area)
+
+
+def nlm(
+    window: Sequence[np.ndarray],
+    *,
+    center: int,
+    h: float,
+    search_radius: int,
+    patch_radius: int,
+    wmode: int,
+    wref: float,
+    distance: Distance,
+    guide: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
+    """Denoise one frame with spatio-temporal non-local means.
+
+    Parameters
+    ----------
+    window : sequence of ndarray, each (C, H, W) float64
+        The frames of the temporal window (``2 * radius + 1`` of them, already clamped at the
+        clip ends by the caller), each holding the C planes denoised jointly in this pass.
+        Samples are in [0, 1] (integer clips divided by their peak value; chroma of a float
+        clip may be in [-0.5, 0.5], which the maths does not mind).
+    center : int
+        Index of the frame to denoise in `window`.
+    h : float
+        Strength, in 8-bit code values (KNLMeansCL ``h``). Larger smooths more.
+    search_radius : int
+        Spatial search radius in pixels (KNLMeansCL ``a``); the window is ``2a+1`` square.
+    patch_radius : int
+        Patch radius in pixels (KNLMeansCL ``s``); patches are ``2s+1`` square.
+    wmode : int
+        Weighting function, a :class:`~avdenoise_vs._options.WeightMode` value.
+    wref : float
+        Weight of the centre pixel, as a multiple of the largest weight found.
+    distance : Distance
+        How the channels of a pass weigh in the patch distance.
+    guide : sequence of ndarray, optional
+        Frames the weights are computed from (KNLMeansCL ``rclip``); same shapes as
+        `window`. The output averages `window`'s samples. Defaults to `window`.
+
+    Returns
+    -------
+    ndarray, (C, H, W) float64
+        The denoised centre frame.
+
+    Notes
+    -----
+    For every pixel ``x`` of the centre frame and every offset ``q`` of the
+    ``(2d+1) x (2a+1) x (2a+1)`` search window except ``q = 0``, the weight is
+    ``f(scale * sum_p dist(g(x + p), g(x + q + p)))`` over the patch offsets ``p``, with
+    ``f`` the weighting function and ``dist`` the channel-weighted squared difference. The
+    centre pixel gets ``wref`` times the largest weight. Reads outside the frame are clamped
+    to the nearest edge sample. Cost: ``O(C * H * W * (2d+1) * (2a+1)^2)``; each offset is
+    a few whole-frame array operations, the patch sum an integral image.
+
+    References
+    ----------
+    .. [1] A. Buades, B. Coll and J.-M. Morel, "A non-local algorithm for image denoising",
+       CVPR 2005, doi:10.1109/CVPR.2005.38.
+    .. [2] E. Khanattila, KNLMeansCL, https://github.com/Khanattila/KNLMeansCL (kernel
+       source ``NLMKernel.cpp``).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> noisy = np.clip(0.5 + rng.normal(0, 0.05, (1, 32, 32)), 0, 1)
+    >>> out = nlm([noisy], center=0, h=12.0, search_radius=2, patch_radius=2,
+    ...           wmode=0, wref=1.0, distance=Distance.LUMA)
+    >>> bool(out.std() < noisy.std())
+    True
+    """
+    guide = window if guide is None else guide
+    a, s = search_radius, patch_radius
+    _, height, width = window[center].shape
+    scale = weight_scale(h, s)
+    pad = a + s
+    guides = [_pad_edge(g, pad) for g in guide]
+    values = [_pad_edge(v, a) for v in window]
+    centre_guide = guides[center][:, a : a + height + 2 * s, a : a + width + 2 * s]
+
+    num = np.zeros(window[center].shape)
+    den = np.zeros((height, width))
+    best = np.full((height, width), MIN_MAX_WEIGHT)
+    for k in range(len(window)):
+        for dy in range(-a, a + 1):
+            for dx in range(-a, a + 1):
+                if k == center and dy == 0 and dx == 0:
+                    continue
+                rows = slice(a + dy, a + dy + height + 2 * s)
+                cols = slice(a + dx, a + dx + width + 2 * s)
+                pixel = _pixel_distance(centre_guide, guides[k][:, rows, cols], distance)
+                weight = _weight(_box_sum(pixel, s) * scale, wmode)
+                shifted = values[k][:, a + dy : a + dy + height, a + dx : a + dx + width]
+                num += weight * shifted
+                den += weight
+                np.maximum(best, weight, out=best)
+
+    centre_weight = wref * best
+    total = den + centre_weight
+    out = (num + centre_weight * window[center]) / np.where(total > 0, total, 1.0)
+    # With wref = 0 and every weight zero (Bisquare) nothing was averaged: keep the input.
+    return np.where(total > 0, out, window[center])
+
+
+def _pad_edge(frame: np.ndarray, pad: int) -> np.ndarray:
+    """Pad the two spatial axes of a (C, H, W) frame by replicating the edge samples."""
+    return np.pad(frame, ((0, 0), (pad, pad), (pad, pad)), mode="edge")
+
+
+def _pixel_distance(a: np.ndarray, b: np.ndarray, distance: Distance) -> np.ndarray:
+    """Channel-weighted squared difference of two (C, H, W) stacks, KNLMeansCL's weighting.
+
+    Luma counts 3x and each chroma plane 1.5x so that one plane or a chroma pair weighs
+    as much as the three planes of a joint YUV distance. RGB uses the "redmean"
+    approximation of perceived colour difference, with weights that also sum to 3.
+    """
+    diff2 = (a - b) ** 2
+    if distance is Distance.LUMA:
+        return 3.0 * diff2[0]
+    if distance is Distance.CHROMA:
+        return 1.5 * (diff2[0] + diff2[1])
+    if distance is Distance.YUV:
+        return diff2[0] + diff2[1] + diff2[2]
+    mean_red = (a[0] + b[0]) / 6.0
+    return (2.0 / 3.0 + mean_red) * diff2[0] + (4.0 / 3.0) * diff2[1] + (1.0 - mean_red) * diff2[2]
+
+
+def _box_sum(image: np.ndarray, radius: int) -> np.ndarray:
+    """Sum over every ``2r+1`` square of `image`, via an integral image (output shrinks by 2r)."""
+    integral = np.zeros((image.shape[0] + 1, image.shape[1] + 1))
+    integral[1:, 1:] = image.cumsum(axis=0).cumsum(axis=1)
+    size = 2 * radius + 1
+    return (
+        integral[size:, size:]
+        - integral[:-size, size:]
+        - integral[size:, :-size]
+        + integral[:-size, :-size]
+    )
+
+
+def _weight(arg: np.ndarray, wmode: int) -> np.ndarray:
+    """KNLMeansCL's weighting functions of the normalised patch distance."""
+    if wmode == WeightMode.WELSCH:
+        return np.exp(-arg)
+    bisquare = np.maximum(1.0 - arg, 0.0)
+    if wmode == WeightMode.BISQUARE_A:
+        return bisquare
+    if wmode == WeightMode.BISQUARE_B:
+        return bisquare**2
+    return bisquare**8

@@ -1,0 +1,7 @@
+"""The package version: one place, read by pyproject.toml and by the warm-up key."""
+
+from __future__ import annotations
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0"

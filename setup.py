@@ -1,0 +1,63 @@
+"""Builds the native VapourSynth bridge where VapourSynth autoloads plugins.
+
+A regular install puts ``libavdenoise.so`` and its ``manifest.vs`` in
+``site-packages/vapoursynth/plugins/avdenoise/`` (as other plugin wheels do), so any script
+run by vspipe finds ``core.avdenoise`` without importing this package. An editable install
+builds the library inside the package (``avdenoise_vs/_native/``) instead, and
+``import avdenoise_vs`` loads it into the current core.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+PLUGIN_DIR = Path("vapoursynth", "plugins", "avdenoise")
+LIBRARY = "libavdenoise.so"
+
+
+def vapoursynth_include() -> str:
+    """The headers the vapoursynth wheel ships (found without importing it)."""
+    spec = importlib.util.find_spec("vapoursynth")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("building avdenoise-vs needs the vapoursynth package (>= 74)")
+    return str(Path(list(spec.submodule_search_locations)[0], "include"))
+
+
+class BuildBridge(build_ext):
+    """Place the bridge as a VapourSynth plugin rather than as a Python extension module."""
+
+    def get_ext_fullpath(self, ext_name: str) -> str:
+        if self.inplace:
+            return str(Path("avdenoise_vs", "_native", LIBRARY))
+        return str(Path(self.build_lib, PLUGIN_DIR, LIBRARY))
+
+    def run(self) -> None:
+        super().run()
+        if not self.inplace:
+            manifest = Path(self.build_lib, PLUGIN_DIR, "manifest.vs")
+            manifest.write_text("[VapourSynth Manifest V1]\n" + Path(LIBRARY).stem + "\n")
+
+    def get_outputs(self) -> list[str]:
+        outputs = super().get_outputs()
+        if not self.inplace:
+            outputs.append(str(Path(self.build_lib, PLUGIN_DIR, "manifest.vs")))
+        return outputs
+
+
+bridge = Extension(
+    "avdenoise_vs._native.libavdenoise",
+    sources=["avdenoise_vs/_native/bridge.c"],
+    include_dirs=[vapoursynth_include()],
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+    py_limited_api=True,
+)
+
+setup(
+    ext_modules=[bridge],
+    cmdclass={"build_ext": BuildBridge},
+    options={"bdist_wheel": {"py_limited_api": "cp312"}},
+)
