@@ -30,7 +30,10 @@ def load_into_core() -> None:
     """
     if plugin_installed() or not _DEV_LIBRARY.is_file():
         return
-    import vapoursynth
+    try:
+        import vapoursynth
+    except ImportError:  # the backends also run without VapourSynth (GPU tests, benchmarks)
+        return
 
     core = vapoursynth.core
     if any(plugin.namespace == "avdenoise" for plugin in core.plugins()):

@@ -191,3 +191,24 @@ def _check_value(function: str, param: Param, value: Any) -> None:
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def markdown_table(params: Sequence[Param]) -> str:
+    """The README's parameter table, generated so that it cannot drift from the code."""
+    rows = ["| name | type | default | allowed | read by | doc |", "|---|---|---|---|---|---|"]
+    for p in params:
+        default = "required" if p.required else _describe_default(p.default)
+        read_by = "all" if p.algorithms is None else ", ".join(p.algorithms)
+        doc = p.doc + (f" (alias: {p.alias})" if p.alias else "")
+        rows.append(
+            f"| `{p.name}` | {p.kind} | {default} | {p.describe_allowed()} | {read_by} | {doc} |"
+        )
+    return "\n".join(rows)
+
+
+def _describe_default(default: Any) -> str:
+    if default is None:
+        return "unset"
+    if isinstance(default, Mapping):
+        return ", ".join(f"{k}: `{v!r}`" for k, v in default.items())
+    return f"`{default!r}`"

@@ -1,0 +1,32 @@
+"""Regenerate the parameter table in README.md from the parameter table in the code.
+
+    python scripts/gen_readme.py          # rewrite README.md in place
+    python scripts/gen_readme.py --check  # exit 1 if README.md is out of date
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from avdenoise_vs._params import DENOISE_PARAMS  # noqa: E402
+from avdenoise_vs._paramspec import markdown_table  # noqa: E402
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BEGIN, END = "<!-- parameters:begin -->", "<!-- parameters:end -->"
+
+
+def render(text: str) -> str:
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}\n{markdown_table(DENOISE_PARAMS)}\n{END}{tail}"
+
+
+if __name__ == "__main__":
+    current = README.read_text()
+    wanted = render(current)
+    if "--check" in sys.argv:
+        sys.exit(0 if current == wanted else "README.md is out of date: run scripts/gen_readme.py")
+    README.write_text(wanted)

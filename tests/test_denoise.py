@@ -1,0 +1,134 @@
+"""core.avdenoise.Denoise through VapourSynth, on the CPU backend: plumbing and guarantees."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import vapoursynth as vs
+
+from avdenoise_vs._options import Distance, WeightMode
+from avdenoise_vs._reference.nlm import nlm
+from avdenoise_vs.sample import psnr
+
+from .vsclips import FORMATS, clip_from_planes, frame_planes, random_planes
+
+WIDTH, HEIGHT, LENGTH = 24, 16, 4
+#: channels value -> (plane groups, distance) the filter must run for each colour family.
+EXPECTED_PASSES = {
+    vs.GRAY: [((0,), Distance.LUMA)],
+    vs.YUV: [((0,), Distance.LUMA), ((1, 2), Distance.CHROMA)],
+    vs.RGB: [((0, 1, 2), Distance.RGB)],
+}
+
+
+def make_clip(core, fmt, length=LENGTH, seed=0, **props):
+    frames = [random_planes(fmt, WIDTH, HEIGHT, seed + n) for n in range(length)]
+    return clip_from_planes(core, fmt, frames, **props), frames
+
+
+def expected_frame(fmt, frames, n, radius, strength, planes_distance, a=2, s=1):
+    """What Denoise must output for frame n: the reference maths on the clamped window."""
+    peak = 1.0 if fmt.sample_type == vs.FLOAT else (1 << fmt.bits_per_sample) - 1
+    numbers = [min(max(n + t, 0), len(frames) - 1) for t in range(-radius, radius + 1)]
+    out = [p.copy() for p in frames[n]]
+    for planes, distance in planes_distance:
+        window = [np.stack([frames[m][p] / peak for p in planes]) for m in numbers]
+        result = nlm(window, center=radius, h=strength, search_radius=a, patch_radius=s,
+                     wmode=WeightMode.WELSCH, wref=1.0, distance=distance)
+        for i, p in enumerate(planes):
+            out[p] = result[i] if fmt.sample_type == vs.FLOAT else np.rint(result[i] * peak)
+    return out
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_every_format_matches_the_reference(core, name):
+    fmt = core.get_video_format(FORMATS[name])
+    clip, frames = make_clip(core, fmt)
+    out = core.avdenoise.Denoise(clip, strength=20.0, search_radius=2, patch_radius=1, device="cpu")
+    assert (out.format.id, out.width, out.height, out.num_frames) == (
+        clip.format.id, clip.width, clip.height, clip.num_frames)
+    for n in (0, 2, LENGTH - 1):  # clip ends clamp the temporal window
+        got = frame_planes(out.get_frame(n))
+        want = expected_frame(fmt, frames, n, 1, 20.0, EXPECTED_PASSES[fmt.color_family])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.astype(np.float64), w, atol=1e-6 if fmt.sample_type else 0)
+
+
+def test_joint_yuv_on_444_matches_the_reference(core):
+    fmt = core.get_video_format(vs.YUV444P8)
+    clip, frames = make_clip(core, fmt)
+    out = core.avdenoise.Denoise(clip, channels="yuv", radius=0, strength=15.0, search_radius=2,
+                                 patch_radius=1, device="cpu")
+    want = expected_frame(fmt, frames, 1, 0, 15.0, [((0, 1, 2), Distance.YUV)])
+    for g, w in zip(frame_planes(out.get_frame(1)), want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_properties_are_kept(core):
+    fmt = core.get_video_format(vs.YUV420P8)
+    clip, _ = make_clip(core, fmt, _Matrix=1, MyProp=42, _SceneChangeNext=1)
+    frame = core.avdenoise.Denoise(clip, device="cpu").get_frame(1)
+    assert frame.props["MyProp"] == 42
+    assert frame.props["_Matrix"] == 1
+    assert frame.props["_SceneChangeNext"] == 1
+
+
+@pytest.mark.parametrize("channels, untouched", [("luma", (1, 2)), ("chroma", (0,))])
+def test_planes_not_processed_are_bit_identical(core, channels, untouched):
+    fmt = core.get_video_format(vs.YUV420P10)
+    clip, frames = make_clip(core, fmt)
+    out = core.avdenoise.Denoise(clip, channels=channels, strength=30.0, device="cpu")
+    got = frame_planes(out.get_frame(2))
+    for plane in untouched:
+        np.testing.assert_array_equal(got[plane], frames[2][plane])
+    processed = [p for p in range(3) if p not in untouched]
+    assert any(not np.array_equal(got[p], frames[2][p]) for p in processed)
+
+
+def test_request_order_does_not_change_the_output(core):
+    fmt = core.get_video_format(vs.YUV420P8)
+    clip, _ = make_clip(core, fmt, length=8)
+    in_order = [frame_planes(core.avdenoise.Denoise(clip, radius=2, device="cpu").get_frame(n))
+                for n in range(8)]
+    shuffled = core.avdenoise.Denoise(clip, radius=2, device="cpu")
+    order = np.random.default_rng(5).permutation(8)
+    requests = {int(n): shuffled.get_frame_async(int(n)) for n in order}
+    for n, future in requests.items():
+        for got, want in zip(frame_planes(future.result()), in_order[n]):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_ref_gives_weights_and_clip_gives_values(core):
+    fmt = core.get_video_format(vs.GRAY16)
+    clip, frames = make_clip(core, fmt)
+    guide, guides = make_clip(core, fmt, seed=50)
+    out = core.avdenoise.Denoise(clip, ref=guide, strength=25.0, search_radius=2,
+                                 patch_radius=1, radius=0, device="cpu")
+    peak = 65535.0
+    want = nlm([frames[1][0][None] / peak], guide=[guides[1][0][None] / peak], center=0, h=25.0,
+               search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0,
+               distance=Distance.LUMA)[0]
+    np.testing.assert_array_equal(np.asarray(out.get_frame(1)[0]), np.rint(want * peak))
+    same = core.avdenoise.Denoise(clip, ref=clip, strength=25.0, device="cpu").get_frame(1)
+    plain = core.avdenoise.Denoise(clip, strength=25.0, device="cpu").get_frame(1)
+    np.testing.assert_array_equal(np.asarray(same[0]), np.asarray(plain[0]))
+
+
+def test_tiny_strength_returns_the_input(core):
+    fmt = core.get_video_format(vs.GRAYS)
+    clip, frames = make_clip(core, fmt)
+    out = np.asarray(core.avdenoise.Denoise(clip, strength=1e-5, device="cpu").get_frame(1)[0])
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(out, frames[1][0], atol=1e-6)
+
+
+def test_denoising_a_real_picture_raises_psnr(core):
+    skimage = pytest.importorskip("skimage")
+    clean = skimage.data.camera()[128:320, 96:352]
+    rng = np.random.default_rng(1)
+    frames = [[np.clip(np.rint(clean + rng.normal(0, 8, clean.shape)), 0, 255).astype(np.uint8)]
+              for _ in range(3)]
+    clip = clip_from_planes(core, core.get_video_format(vs.GRAY8), frames)
+    out = np.asarray(core.avdenoise.Denoise(clip, strength=3.0, device="cpu").get_frame(1)[0])
+    before, after = psnr(frames[1][0], clean, 255), psnr(out, clean, 255)
+    assert after > before + 3.0, (before, after)

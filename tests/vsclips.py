@@ -1,0 +1,62 @@
+"""Clips built from NumPy arrays, and the formats the filter tests sweep."""
+
+from __future__ import annotations
+
+import numpy as np
+import vapoursynth as vs
+
+#: Formats every filter test sweeps: GRAY, YUV 4:2:0 / 4:2:2 / 4:4:4, RGB; 8-16 bit and float.
+FORMATS = {
+    "GRAY8": vs.GRAY8,
+    "GRAY16": vs.GRAY16,
+    "GRAYS": vs.GRAYS,
+    "YUV420P8": vs.YUV420P8,
+    "YUV420P10": vs.YUV420P10,
+    "YUV422P8": vs.YUV422P8,
+    "YUV444P8": vs.YUV444P8,
+    "YUV444P16": vs.YUV444P16,
+    "YUV444PS": vs.YUV444PS,
+    "RGB24": vs.RGB24,
+    "RGBS": vs.RGBS,
+}
+
+
+def random_planes(fmt, width: int, height: int, seed: int) -> list[np.ndarray]:
+    """Random plane contents of a format: smooth structure plus noise, across the full range."""
+    rng = np.random.default_rng(seed)
+    planes = []
+    for plane in range(fmt.num_planes):
+        sub_w = fmt.subsampling_w if plane else 0
+        sub_h = fmt.subsampling_h if plane else 0
+        h, w = height >> sub_h, width >> sub_w
+        yy, xx = np.mgrid[0:h, 0:w]
+        base = 0.5 + 0.3 * np.sin(xx / 3.0 + seed) * np.cos(yy / 4.0)
+        values = np.clip(base + rng.normal(0, 0.08, (h, w)), 0, 1)
+        if fmt.sample_type == vs.FLOAT:
+            planes.append(values.astype(np.float32))
+        else:
+            peak = (1 << fmt.bits_per_sample) - 1
+            dtype = np.uint8 if fmt.bits_per_sample == 8 else np.uint16
+            planes.append(np.rint(values * peak).astype(dtype))
+    return planes
+
+
+def clip_from_planes(core, fmt, frames: list[list[np.ndarray]], **props):
+    """A clip whose frame n holds ``frames[n]``'s planes and the given frame properties."""
+    height, width = frames[0][0].shape
+    blank = core.std.BlankClip(width=width, height=height, format=fmt.id, length=len(frames))
+
+    def fill(n: int, f):
+        out = f.copy()
+        for plane, data in enumerate(frames[n]):
+            np.asarray(out[plane])[...] = data
+        for key, value in props.items():
+            out.props[key] = value
+        return out
+
+    return core.std.ModifyFrame(blank, blank, fill)
+
+
+def frame_planes(frame) -> list[np.ndarray]:
+    """Copies of a frame's planes."""
+    return [np.array(frame[p], copy=True) for p in range(frame.format.num_planes)]
