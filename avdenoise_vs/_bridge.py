@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._filter import FilterPlan, create_denoise
-from ._params import DENOISE_PARAMS
+from ._filter import FilterPlan, create_denoise, create_nlmeans
+from ._params import DENOISE_PARAMS, NLMEANS_PARAMS
 from ._paramspec import vs_signature
 
 __all__ = ["create", "plugin_functions"]
 
 #: Registered function name -> (parameter table, factory).
-FUNCTIONS = {"Denoise": (DENOISE_PARAMS, create_denoise)}
+FUNCTIONS = {
+    "Denoise": (DENOISE_PARAMS, create_denoise),
+    "NLMeans": (NLMEANS_PARAMS, create_nlmeans),
+}
 
 
 def plugin_functions() -> list[tuple[str, str]]:

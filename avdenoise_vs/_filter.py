@@ -7,11 +7,11 @@ from typing import Any
 
 from ._backends import select_backend
 from ._layout import check_same_layout, layout_from_info
-from ._params import DENOISE_PARAMS
+from ._params import DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
 from ._paramspec import parse_arguments
 from ._passes import plan_passes, untouched_planes
 
-__all__ = ["FilterPlan", "create_denoise"]
+__all__ = ["FilterPlan", "create_denoise", "create_nlmeans"]
 
 
 class FilterPlan:
@@ -32,16 +32,49 @@ class FilterPlan:
 
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.Denoise``: validate the arguments and build its plan."""
-    function = "Denoise"
-    values = parse_arguments(function, DENOISE_PARAMS, args, algorithm_key="algorithm")
-    layout = layout_from_info(function, "clip", values["clip"])
-    if values["ref"] is not None:
-        check_same_layout(function, values["clip"], values["ref"], layout)
+    values = parse_arguments("Denoise", DENOISE_PARAMS, args, algorithm_key="algorithm")
     if values["algorithm"] == "bm3d":
         raise NotImplementedError(
-            f"avdenoise.{function}: algorithm='bm3d' is not available yet; use algorithm='nlm'"
+            "avdenoise.Denoise: algorithm='bm3d' is not available yet; use algorithm='nlm'"
         )
-    passes = plan_passes(function, values, layout, channels_given="channels" in args)
+    return _build_plan("Denoise", values, channels_given="channels" in args, ref_arg="ref")
+
+
+def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
+    """``core.avdenoise.NLMeans``: KNLMeansCL's signature, translated to Denoise's settings."""
+    knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
+    channels = KNLM_CHANNELS[knlm["channels"].upper()]
+    device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
+    values = {
+        "clip": knlm["clip"],
+        "ref": knlm["rclip"],
+        "algorithm": "nlm",
+        "radius": knlm["d"],
+        "search_radius": knlm["a"],
+        "patch_radius": knlm["s"],
+        "strength": knlm["h"],
+        "luma_strength": None,
+        "chroma_strength": None,
+        "channels": channels or "luma",
+        "wmode": knlm["wmode"],
+        "wref": knlm["wref"],
+        "device": device,
+        "accelerators": ["cuda", "cpu"],
+    }
+    return _build_plan("NLMeans", values, channels_given=channels is not None, ref_arg="rclip")
+
+
+def _build_plan(
+    function: str, values: Mapping[str, Any], channels_given: bool, ref_arg: str
+) -> FilterPlan:
+    """Check the clips, split the work into passes and pick the backend.
+
+    `ref_arg` is the guide clip's argument name in this function, which the bridge reads.
+    """
+    layout = layout_from_info(function, "clip", values["clip"])
+    if values["ref"] is not None:
+        check_same_layout(function, ref_arg, values["clip"], values["ref"], layout)
+    passes = plan_passes(function, values, layout, channels_given)
     backend = select_backend(function, values["device"], values["accelerators"], passes, layout)
-    inputs = ("clip", "ref") if values["ref"] is not None else ("clip",)
+    inputs = ("clip", ref_arg) if values["ref"] is not None else ("clip",)
     return FilterPlan(inputs, values["radius"], untouched_planes(layout, passes), backend)

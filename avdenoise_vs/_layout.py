@@ -61,19 +61,22 @@ def layout_from_info(function: str, name: str, info: Mapping[str, Any]) -> Frame
 
 
 def check_same_layout(
-    function: str, clip: Mapping[str, Any], ref: Mapping[str, Any], layout: FrameLayout
+    function: str, name: str, clip: Mapping[str, Any], ref: Mapping[str, Any], layout: FrameLayout
 ) -> None:
-    """A guide clip must match the clip's layout and length exactly."""
-    ref_layout = layout_from_info(function, "ref", ref)
+    """A guide clip (argument `name`) must match the clip's layout and length exactly."""
+    ref_layout = layout_from_info(function, name, ref)
     if ref_layout != layout or ref["num_frames"] != clip["num_frames"]:
         raise ValueError(
-            f"avdenoise.{function}: ref must have the same format, size and length as clip, "
+            f"avdenoise.{function}: {name} must have the same format, size and length as clip, "
             f"got {_describe(ref_layout, ref)} for clip {_describe(layout, clip)}"
         )
 
 
 def _describe(layout: FrameLayout, info: Mapping[str, Any]) -> str:
+    family = layout.color_family.value.upper()
+    if layout.color_family is ColorFamily.YUV:
+        family += " " + _YUV_SUBSAMPLING[(layout.subsampling_w, layout.subsampling_h)]
     return (
-        f"{layout.color_family.value} {layout.bits}-bit {layout.width}x{layout.height} "
+        f"{family} {layout.bits}-bit {layout.sample_type.value} {layout.width}x{layout.height}, "
         f"{info['num_frames']} frames"
     )

@@ -6,10 +6,19 @@ and nowhere else: the bridge's signatures, validation and the README table come 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ._paramspec import Choice, Param, Pattern, Range
 from ._options import WeightMode
 
-__all__ = ["ACCELERATORS", "ALGORITHMS", "CHANNELS", "DENOISE_PARAMS"]
+__all__ = [
+    "ACCELERATORS",
+    "ALGORITHMS",
+    "CHANNELS",
+    "DENOISE_PARAMS",
+    "KNLM_CHANNELS",
+    "NLMEANS_PARAMS",
+]
 
 #: Algorithms by name; "bm3d" is accepted by the table and rejected until it ships.
 ALGORITHMS = ("nlm", "bm3d")
@@ -136,5 +145,52 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "Backends that device='auto' tries, in order.",
         default=list(ACCELERATORS),
         allowed=Choice(ACCELERATORS),
+    ),
+)
+
+
+def _as(name: str, new_name: str, **changes) -> Param:
+    """A Denoise parameter under KNLMeansCL's name (same range and meaning)."""
+    param = next(p for p in DENOISE_PARAMS if p.name == name)
+    return replace(param, name=new_name, alias=f"Denoise {name}", algorithms=None, **changes)
+
+
+#: KNLMeansCL's ``channels`` values and the Denoise ``channels`` each maps to ("auto" is
+#: luma on GRAY and YUV clips, RGB on RGB clips, as in KNLMeansCL).
+KNLM_CHANNELS = {"AUTO": None, "Y": "luma", "UV": "chroma", "YUV": "yuv", "RGB": "rgb"}
+
+NLMEANS_PARAMS: tuple[Param, ...] = (
+    _as("clip", "clip"),
+    _as("radius", "d"),
+    _as("search_radius", "a"),
+    _as("patch_radius", "s"),
+    _as("strength", "h", default=1.2),
+    Param(
+        "channels",
+        "str",
+        "KNLMeansCL's plane selection, any case: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
+        "clips), 'Y', 'UV' (chroma jointly), 'YUV' (joint, 4:4:4 only) or 'RGB'. Planes not "
+        "selected are passed through.",
+        default="auto",
+        allowed=Choice(tuple(KNLM_CHANNELS), fold_case=True),
+        alias="Denoise channels",
+    ),
+    _as("wmode", "wmode"),
+    _as("wref", "wref"),
+    _as("ref", "rclip"),
+    Param(
+        "device_id",
+        "int",
+        "CUDA device to run on; without it the first CUDA device is used, or the CPU when "
+        "there is none.",
+        allowed=Range(0, 63),
+        alias="Denoise device='cuda:N'",
+    ),
+    Param(
+        "num_streams",
+        "int",
+        "Accepted for compatibility with vszipcu and nlm_cuda; the CUDA backend already uses "
+        "one stream per VapourSynth thread, so it changes nothing.",
+        allowed=Range(1, 64),
     ),
 )

@@ -40,11 +40,14 @@ class Range:
 
 @dataclass(frozen=True)
 class Choice:
-    """One of a fixed set of values."""
+    """One of a fixed set of values; with `fold_case`, strings match whatever their case."""
 
     values: tuple[Any, ...]
+    fold_case: bool = False
 
     def check(self, value: Any) -> bool:
+        if self.fold_case and isinstance(value, str):
+            return value.upper() in (v.upper() for v in self.values)
         return value in self.values
 
     def describe(self, kind: str) -> str:
@@ -123,7 +126,11 @@ def vs_signature(params: Sequence[Param]) -> str:
 
 
 def parse_arguments(
-    function: str, params: Sequence[Param], args: Mapping[str, list[Any]], algorithm_key: str
+    function: str,
+    params: Sequence[Param],
+    args: Mapping[str, list[Any]],
+    algorithm_key: str | None = None,
+    algorithm: str = "nlm",
 ) -> dict[str, Any]:
     """Validate the bridge's arguments and fill in defaults.
 
@@ -135,9 +142,11 @@ def parse_arguments(
         The function's parameter table.
     args : mapping
         Argument name to list of values, as the bridge passes them.
-    algorithm_key : str
+    algorithm_key : str, optional
         Name of the parameter that selects the algorithm (its value decides which
         parameters may be given and which defaults apply).
+    algorithm : str
+        The algorithm of a function without an `algorithm_key` parameter.
 
     Returns
     -------
@@ -152,7 +161,8 @@ def parse_arguments(
     """
     by_name = {p.name: p for p in params}
     values = {name: _scalar(by_name[name], raw) for name, raw in args.items()}
-    algorithm = values.get(algorithm_key, by_name[algorithm_key].default)
+    if algorithm_key is not None:
+        algorithm = values.get(algorithm_key, by_name[algorithm_key].default)
     result = {}
     for param in params:
         if param.name not in values:

@@ -11,17 +11,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from avdenoise_vs._params import DENOISE_PARAMS  # noqa: E402
+from avdenoise_vs._params import DENOISE_PARAMS, NLMEANS_PARAMS  # noqa: E402
 from avdenoise_vs._paramspec import markdown_table  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-BEGIN, END = "<!-- parameters:begin -->", "<!-- parameters:end -->"
+#: marker name in README.md -> the parameter table generated between its markers.
+TABLES = {"parameters": DENOISE_PARAMS, "nlmeans-parameters": NLMEANS_PARAMS}
 
 
 def render(text: str) -> str:
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{markdown_table(DENOISE_PARAMS)}\n{END}{tail}"
+    for name, params in TABLES.items():
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        head, _, rest = text.partition(begin)
+        _, _, tail = rest.partition(end)
+        text = f"{head}{begin}\n{markdown_table(params)}\n{end}{tail}"
+    return text
 
 
 if __name__ == "__main__":

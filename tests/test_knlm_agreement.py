@@ -80,3 +80,14 @@ def test_matches_knlmeanscl(core, knlm, sequence, d, a, s, h, wref):
     ours, theirs = np.asarray(ours, np.float64)[inner], np.asarray(theirs, np.float64)[inner]
     assert np.abs(ours - theirs).mean() < 0.1
     assert abs(psnr(ours, clean[n][inner], 255) - psnr(theirs, clean[n][inner], 255)) < 0.02
+
+
+def test_nlmeans_is_a_drop_in(core, knlm, sequence):
+    """The same call, only the namespace changed, gives the same picture."""
+    _, noisy = sequence
+    clip = clip_from_planes(core, core.get_video_format(vs.GRAY8), [[f] for f in noisy])
+    kwargs = dict(d=1, a=2, s=4, h=3.0, channels="Y")
+    n, inner = LENGTH // 2, (slice(6, -6), slice(6, -6))
+    theirs = np.asarray(knlm(clip, **kwargs).get_frame(n)[0], np.float64)[inner]
+    ours = np.asarray(core.avdenoise.NLMeans(clip, **kwargs).get_frame(n)[0], np.float64)[inner]
+    assert np.abs(ours - theirs).mean() < 0.1
