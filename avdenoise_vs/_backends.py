@@ -65,4 +65,18 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout):
         from ._cuda.backend import CudaBackend
     except ImportError as error:
         raise BackendUnavailable(f"the CUDA backend cannot load ({error})") from error
-    return CudaBackend(passes, layout, device_index=index)
+    backend = CudaBackend(passes, layout, device_index=index)
+    _warm_up(backend, (passes, index), layout)
+    return backend
+
+
+def _warm_up(backend, options, layout: FrameLayout) -> None:
+    """Compile every kernel of the configuration now, one process at a time (issue #3).
+
+    Running the whole per-frame pipeline once on a synthetic frame also compiles CuPy's own
+    kernels that it uses. Under the warm-up queue, the first of many Av1an workers compiles
+    while the others wait and then load the warm cache.
+    """
+    from . import warmup
+
+    warmup.warm_up(warmup.kernel_key(options, layout), backend.warm_up)

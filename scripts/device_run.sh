@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine: install, test, benchmark, fleet. Run from the repo root:
+#   bash scripts/device_run.sh [tests] [bench] [fleet]     (default: all three)
+# Expects .device/rivals (fetch_rivals.sh output plus our wheel: see docs/BENCHMARKS.md) and
+# .device/device_setup.sh (a copy of ../shared/bench/device_setup.sh), carried with the call.
+# Logs and tables go to $OUT (or out/ when OUT is unset).
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+out=${OUT:-out}; mkdir -p "$out"
+steps=${*:-tests bench fleet}
+source .device/device_setup.sh .device/rivals || { echo "install failed"; exit 1; }
+export PATH=/tmp/site/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c "import cupy, vapoursynth as vs; print('cupy', cupy.__version__, 'VS', vs.core.core_version)"
+
+if [[ $steps == *tests* ]]; then
+    python3 -m pytest -q -x -p no:cacheprovider tests/cuda tests/test_denoise.py \
+        tests/test_nlmeans.py tests/test_vspipe.py 2>&1 | tee "$out/tests.log" | tail -15
+fi
+if [[ $steps == *bench* ]]; then
+    python3 scripts/bench_nlm.py --seconds "${BENCH_SECONDS:-2}" --json "$out/bench.json" \
+        ${BENCH_CASES:+--cases "$BENCH_CASES"} ${BENCH_PLUGINS:+--plugins "$BENCH_PLUGINS"} \
+        2>&1 | tee "$out/bench.log" | tail -40
+fi
+if [[ $steps == *fleet* ]]; then
+    fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }
+    {
+        echo "## lone cold worker"; fleet --workers 1 --frames 0:64 --cold --json "$out/fleet-1.json"
+        for n in 8 16; do
+            echo "## $n workers, cold, queue on"
+            fleet --workers $n --frames 0:$((n * 48)) --cold --json "$out/fleet-$n-cold-on.json"
+            echo "## $n workers, cold, queue off"
+            fleet --workers $n --frames 0:$((n * 48)) --cold --queue off --json "$out/fleet-$n-cold-off.json"
+            export CUPY_CACHE_DIR=/tmp/warm-cache
+            fleet --workers 1 --frames 0:8 >/dev/null 2>&1
+            echo "## $n workers, warm, queue on"
+            fleet --workers $n --frames 0:$((n * 48)) --json "$out/fleet-$n-warm-on.json"
+            unset CUPY_CACHE_DIR
+        done
+    } 2>&1 | tee "$out/fleet.log" | grep -E "^##|compil|wall|slowest|CPU" | head -60
+fi
