@@ -60,3 +60,18 @@ def clip_from_planes(core, fmt, frames: list[list[np.ndarray]], **props):
 def frame_planes(frame) -> list[np.ndarray]:
     """Copies of a frame's planes."""
     return [np.array(frame[p], copy=True) for p in range(frame.format.num_planes)]
+
+
+def assert_order_independent(make_filter, length: int, seed: int = 5) -> None:
+    """Frames requested in a random order, all in flight at once, equal frames requested in order.
+
+    `make_filter` returns a fresh filter node each call, so that the two runs share no cache.
+    """
+    in_order = make_filter()
+    want = [frame_planes(in_order.get_frame(n)) for n in range(length)]
+    shuffled = make_filter()
+    order = np.random.default_rng(seed).permutation(length)
+    futures = {int(n): shuffled.get_frame_async(int(n)) for n in order}
+    for n, future in futures.items():
+        for got, expected in zip(frame_planes(future.result()), want[n]):
+            np.testing.assert_array_equal(got, expected)
