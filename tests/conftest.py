@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-vs = pytest.importorskip("vapoursynth")
-
 
 @pytest.fixture(scope="session")
 def core():
-    """The process's core, with ``avdenoise`` registered (autoloaded, or loaded by the import)."""
+    """The process's core, with ``avdenoise`` registered (autoloaded, or loaded by the import).
+
+    VapourSynth is imported here, not at module level, so that the backend tests that need
+    no VapourSynth (tests/cuda/test_nlm_cuda.py) still run where it is missing.
+    """
+    vs = pytest.importorskip("vapoursynth")
     import avdenoise_vs  # noqa: F401  (loads the in-tree bridge in an editable checkout)
 
     core = vs.core

@@ -1,0 +1,79 @@
+"""Denoise and NLMeans on the GPU through VapourSynth, against the CPU oracle (skips without one)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+vs = pytest.importorskip("vapoursynth")
+cupy = pytest.importorskip("cupy")
+
+from ..vsclips import (  # noqa: E402
+    FORMATS,
+    assert_order_independent,
+    clip_from_planes,
+    frame_planes,
+    random_planes,
+)
+
+try:
+    HAVE_GPU = cupy.cuda.runtime.getDeviceCount() > 0
+except Exception:  # no driver at all
+    HAVE_GPU = False
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="no CUDA device")]
+
+
+def make_clip(core, name, width=61, height=37, length=6, seed=0):
+    fmt = core.get_video_format(FORMATS[name])
+    width, height = (
+        width & ~((1 << fmt.subsampling_w) - 1),
+        height & ~((1 << fmt.subsampling_h) - 1),
+    )
+    frames = [random_planes(fmt, width, height, seed + n) for n in range(length)]
+    return clip_from_planes(core, fmt, frames), fmt
+
+
+def assert_close(fmt, got, want):
+    for g, w in zip(got, want):
+        if fmt.sample_type == vs.FLOAT:
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        else:
+            assert np.abs(g.astype(np.int64) - w.astype(np.int64)).max() <= 1
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("radius", [0, 1, 3])
+def test_every_format_matches_the_cpu(core, name, radius):
+    clip, fmt = make_clip(core, name)
+    kwargs = dict(radius=radius, strength=12.0, search_radius=2, patch_radius=2)
+    gpu = core.avdenoise.Denoise(clip, device="cuda", **kwargs)
+    cpu = core.avdenoise.Denoise(clip, device="cpu", **kwargs)
+    for n in (0, 2, clip.num_frames - 1):
+        assert_close(fmt, frame_planes(gpu.get_frame(n)), frame_planes(cpu.get_frame(n)))
+
+
+@pytest.mark.parametrize("wmode", [0, 1, 2, 3])
+@pytest.mark.parametrize(
+    "channels, name",
+    [("yuv", "YUV444P8"), ("chroma", "YUV420P10"), ("luma", "GRAY16"), ("rgb", "RGB24")],
+)
+def test_channels_wmodes_and_ref(core, wmode, channels, name):
+    clip, fmt = make_clip(core, name)
+    guide, _ = make_clip(core, name, seed=40)
+    kwargs = dict(channels=channels, wmode=wmode, wref=0.7, strength=9.0, ref=guide)
+    gpu = core.avdenoise.Denoise(clip, device="cuda", **kwargs)
+    cpu = core.avdenoise.Denoise(clip, device="cpu", **kwargs)
+    assert_close(fmt, frame_planes(gpu.get_frame(3)), frame_planes(cpu.get_frame(3)))
+
+
+def test_random_request_order_gives_identical_frames(core):
+    clip, _ = make_clip(core, "YUV420P8", width=320, height=180, length=24)
+    assert_order_independent(lambda: core.avdenoise.Denoise(clip, device="cuda", radius=2), 24)
+
+
+def test_nlmeans_runs_on_the_gpu_by_default(core):
+    clip, fmt = make_clip(core, "YUV420P8")
+    gpu = core.avdenoise.NLMeans(clip, h=6.0)
+    cpu = core.avdenoise.Denoise(clip, strength=6.0, channels="luma", device="cpu")
+    assert_close(fmt, frame_planes(gpu.get_frame(1)), frame_planes(cpu.get_frame(1)))
