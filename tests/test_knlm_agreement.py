@@ -1,21 +1,20 @@
 """Equal-parameter agreement with an independent KNLMeansCL implementation on the CPU.
 
-vszipcl's ``NLMeans`` (a KNLMeansCL port) runs on PoCL (Debian's pocl-opencl-icd). What was
-measured against it on 2026-11-30 (camera picture, noise sigma 5), and why the cases below:
+vszipcl's ``NLMeans`` (a KNLMeansCL port) runs on PoCL (Debian's pocl-opencl-icd). Measured
+against it on 2026-11-30 (camera picture, noise sigma 5): identical away from the borders
+(0.0000 to 0.0001 code on average, d = 0 to 2, h = 1.2 to 6) once our maths took KNLMeansCL's
+float32 details: the running maximum weight starts at 2^-23 and denormal weights are zero.
+Where the two still differ:
 
-- borders: KNLMeansCL reads zeros outside the frame (OpenCL's CLK_ADDRESS_CLAMP), which
-  darkens the outermost a + s pixels (vszipcl returns 0 at some corner pixels); issue #2 asks
-  for clamp-to-edge, so the comparison covers the pixels at least a + s from every edge;
-- temporal (d >= 1), frames at least d from the clip ends: 0.001 to 0.04 code on average;
+- borders: KNLMeansCL reads zeros outside the frame, which gives candidates there zero or,
+  on dark pictures, too much weight (vszipcl returns 0 at some corner pixels); we leave
+  such candidates out and clamp patch reads to the edge. On 448x384 frames our whole-frame
+  PSNR was 0.035 dB lower at h = 1.2 and 0.01 to 0.12 dB higher at larger h; the test
+  compares the pixels at least a + s from every edge, and the whole frame one-sidedly;
 - at the clip ends it neither clamps the window (what issue #2 asks for and we do) nor drops
-  or mirrors the missing frames, so those frames are left out here;
-- h well under the noise level (h = 1.2 at sigma 5) makes every weight tiny; its float32
-  ``native_exp`` then underflows where float64 does not (2-3 codes apart): "sensible h"
-  means h >= 2 here;
+  or mirrors the missing frames, so frames there are left out here;
 - with a = 1 it is 0.7 code off at every d (our a = 1 is checked against a brute-force
-  transcription of the formula in tests/reference), so a >= 2 here;
-- spatial (d = 0) matches exactly with wref = 0 and is 0.5 code off with wref = 1 (its
-  spatial path weighs the centre pixel differently), so d = 0 is compared with wref = 0.
+  transcription of the formula in tests/reference), so a >= 2 here.
 
 vapoursynth-nlm-ispc 4.1 scales h differently (12 codes off at h = 1.2 on a clean picture)
 and is not used.
@@ -61,11 +60,12 @@ def sequence():
 @pytest.mark.parametrize(
     "d, a, s, h, wref",
     [
-        (1, 2, 4, 2.0, 1.0),
+        (1, 2, 4, 1.2, 1.0),
         (1, 2, 4, 4.0, 1.0),
         (1, 3, 2, 3.0, 1.0),
         (2, 2, 3, 3.0, 1.0),
         (3, 2, 2, 3.0, 1.0),
+        (0, 2, 4, 2.4, 1.0),
         (0, 2, 2, 6.0, 0.0),
     ],
 )
@@ -76,10 +76,13 @@ def test_matches_knlmeanscl(core, knlm, sequence, d, a, s, h, wref):
     theirs = knlm(clip, d=d, a=a, s=s, h=h, wref=wref).get_frame(n)[0]
     ours = core.avdenoise.Denoise(clip, radius=d, search_radius=a, patch_radius=s, strength=h,
                                   wref=wref, device="cpu").get_frame(n)[0]
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    # Borders differ by design (module docstring): never more than 0.05 dB worse there.
+    assert psnr(ours, clean[n], 255) > psnr(theirs, clean[n], 255) - 0.05
     inner = (slice(a + s, -(a + s)), slice(a + s, -(a + s)))
-    ours, theirs = np.asarray(ours, np.float64)[inner], np.asarray(theirs, np.float64)[inner]
-    assert np.abs(ours - theirs).mean() < 0.1
-    assert abs(psnr(ours, clean[n][inner], 255) - psnr(theirs, clean[n][inner], 255)) < 0.02
+    ours, theirs, clean = ours[inner], theirs[inner], clean[n][inner]
+    assert np.abs(ours - theirs).mean() < 0.01
+    assert abs(psnr(ours, clean, 255) - psnr(theirs, clean, 255)) < 0.02
 
 
 def test_nlmeans_is_a_drop_in(core, knlm, sequence):

@@ -14,11 +14,11 @@
 // code values; the host folds the channel weights, the patch area, h and 1/peak^2 into
 // `factor` (and log2(e) for Welsch), so the weight argument is `ssd * factor`.
 //
-// Every weight is computed 2^96 times too large: exp(-x) underflows float32 from x > 87,
-// where the float64 oracle still averages the tiny weights against its MIN_MAX_WEIGHT
-// (2^-126). Scaling num, den, the running maximum and its floor alike leaves the output
-// unchanged and moves float32's underflow to x > 154, where the oracle's weights are below
-// 2^-96 of its floor. Largest weight 2^96, sums of <= 17*33*33 of them: no overflow.
+// Every weight is computed 2^96 times too large and weights below the (scaled) smallest
+// normal float32, 2^-126, are zero, as in the oracle and KNLMeansCL. The scaling keeps the
+// cut-off exact: unscaled, exp2f would round and flush weights near 2^-126 on its own terms.
+// Scaling num, den, the running maximum and its floor alike leaves the output unchanged.
+// Largest weight 2^96, sums of <= 17*33*33 of them: no overflow.
 //
 // Block: NLM_TW x NLM_TH output pixels, NLM_THREADS threads. Per frame k of the window the
 // guide tile plus patch and search halo is staged in shared memory; per search offset q:
@@ -119,8 +119,13 @@ __device__ __forceinline__ float nlm_distance(const float* a, const float* b, fl
 #endif
 }
 
-// Weight of a patch at normalised distance `x`, times 2^96 (see the header comment).
-__device__ __forceinline__ float nlm_weight(float x) {
+// The oracle's ZERO_WEIGHT_BELOW (float32's smallest normal, 2^-126) and MAX_WEIGHT_FLOOR
+// (float32's epsilon, 2^-23, KNLMeansCL's start of the running maximum), times 2^96.
+#define NLM_ZERO_WEIGHT_BELOW 0x1p-30f
+#define NLM_MAX_WEIGHT_FLOOR 0x1p73f
+
+// Weight of a patch at normalised distance `x`, times 2^96; zero under NLM_ZERO_WEIGHT_BELOW.
+__device__ __forceinline__ float nlm_weight_scaled(float x) {
 #if NLM_WMODE == 0
     return exp2f(96.0f - x);  // the host folded log2(e) into factor
 #elif NLM_WMODE == 1
@@ -136,8 +141,10 @@ __device__ __forceinline__ float nlm_weight(float x) {
 #endif
 }
 
-// MIN_MAX_WEIGHT of the oracle (float32's smallest normal, 2^-126), times 2^96.
-#define NLM_MIN_WEIGHT 0x1p-30f
+__device__ __forceinline__ float nlm_weight(float x) {
+    const float w = nlm_weight_scaled(x);
+    return w < NLM_ZERO_WEIGHT_BELOW ? 0.0f : w;
+}
 
 extern "C" __global__ void __launch_bounds__(NLM_THREADS)
     NLM_NAME(const __grid_constant__ NlmArgs args) {
@@ -188,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(NLM_THREADS)
 #pragma unroll
     for (int u = 0; u < NLM_SEG; ++u) {
         den[u] = 0.0f;
-        best[u] = NLM_MIN_WEIGHT;
+        best[u] = NLM_MAX_WEIGHT_FLOOR;
 #pragma unroll
         for (int ch = 0; ch < NLM_C; ++ch) num[ch][u] = 0.0f;
     }
@@ -259,9 +266,13 @@ extern "C" __global__ void __launch_bounds__(NLM_THREADS)
                     nbr + (i + NLM_S + NLM_A + dy) * NLM_NP + (xs + NLM_S + NLM_A + dx);
 #define NLM_VSTRIDE NLM_NS
 #endif
+                // Candidates outside the frame take no part (patch reads are clamped).
+                const bool row_inside = (unsigned)(y0 + i + dy) < (unsigned)height;
 #pragma unroll
                 for (int u = 0; u < NLM_SEG; ++u) {
-                    const float w = nlm_weight(ssd[u] * factor);
+                    const bool inside =
+                        row_inside && (unsigned)(x0 + xs + u + dx) < (unsigned)width;
+                    const float w = inside ? nlm_weight(ssd[u] * factor) : 0.0f;
                     den[u] += w;
                     best[u] = fmaxf(best[u], w);
 #pragma unroll

@@ -151,7 +151,7 @@ def test_geometry_and_wref(a, s, wref, h):
 @pytest.mark.parametrize("bits", [8, 16, 32])
 def test_weights_in_float32_underflow_band(bits):
     # h=1.2 with 10-code noise puts many pixels' largest weight near exp(-90), below float32's
-    # smallest normal, where the oracle still averages them against MIN_MAX_WEIGHT.
+    # smallest normal (zero, as in KNLMeansCL) and far below the floor of the maximum, 2^-23.
     passes = (options((0,), Distance.LUMA, h=1.2, r=1, a=2, s=2),)
     compare(layout("gray", bits=bits, width=40, height=32), passes, noise=0.035)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from avdenoise_vs._options import Distance, WeightMode
-from avdenoise_vs._reference.nlm import MIN_MAX_WEIGHT, nlm
+from avdenoise_vs._reference.nlm import MAX_WEIGHT_FLOOR, ZERO_WEIGHT_BELOW, nlm
 
 CHANNELS = {Distance.LUMA: 1, Distance.CHROMA: 2, Distance.YUV: 3, Distance.RGB: 3}
 
@@ -37,17 +37,21 @@ def brute_force(window, center, h, a, s, wmode, wref, distance, guide=None):
 
     def weight(arg):
         if wmode == WeightMode.WELSCH:
-            return math.exp(-arg)
-        power = {WeightMode.BISQUARE_A: 1, WeightMode.BISQUARE_B: 2, WeightMode.BISQUARE_C: 8}
-        return max(1 - arg, 0.0) ** power[wmode]
+            w = math.exp(-arg)
+        else:
+            power = {WeightMode.BISQUARE_A: 1, WeightMode.BISQUARE_B: 2, WeightMode.BISQUARE_C: 8}
+            w = max(1 - arg, 0.0) ** power[wmode]
+        return w if w >= ZERO_WEIGHT_BELOW else 0.0  # KNLMeansCL: denormals are zero
 
     scale = 255**2 / (3 * h * h * (2 * s + 1) ** 2)
     out = np.empty_like(window[center])
     for y, x in itertools.product(range(height), range(width)):
-        num, den, best = np.zeros(channels), 0.0, MIN_MAX_WEIGHT
+        num, den, best = np.zeros(channels), 0.0, MAX_WEIGHT_FLOOR
         for k, qy, qx in itertools.product(range(len(window)), range(-a, a + 1), range(-a, a + 1)):
             if (k, qy, qx) == (center, 0, 0):
                 continue
+            if not (0 <= y + qy < height and 0 <= x + qx < width):
+                continue  # candidates outside the frame take no part
             ssd = sum(
                 pixel_distance(k, y + py, x + px, qy, qx)
                 for py, px in itertools.product(range(-s, s + 1), repeat=2)
