@@ -102,6 +102,8 @@ def build_filter(core, plugin: str, clip, d: int, a: int, s: int, channels: str)
     if plugin == "vsavd":
         if channels != "Y":
             raise RuntimeError("joint YUV not offered")
+        import vsavd  # noqa: F401  (its plugin registers when the package is imported)
+
         return core.avd.NLMeans(clip, strength=h, search_radius=a, patch_radius=s,
                                 temporal_radius=d, channel_mode="luma")
     raise ValueError(plugin)
