@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ._paramspec import Choice, Param, Pattern, Range
 from ._options import WeightMode
+from ._paramspec import Choice, Param, Pattern, Range
 
 __all__ = [
     "ACCELERATORS",

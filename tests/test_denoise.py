@@ -56,7 +56,7 @@ def test_every_format_matches_the_reference(core, name):
     for n in (0, 2, LENGTH - 1):  # clip ends clamp the temporal window
         got = frame_planes(out.get_frame(n))
         want = expected_frame(fmt, frames, n, 1, 20.0, EXPECTED_PASSES[fmt.color_family])
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g.astype(np.float64), w, atol=1e-6 if fmt.sample_type else 0)
 
 
@@ -66,7 +66,7 @@ def test_joint_yuv_on_444_matches_the_reference(core):
     out = core.avdenoise.Denoise(clip, channels="yuv", radius=0, strength=15.0, search_radius=2,
                                  patch_radius=1, device="cpu")
     want = expected_frame(fmt, frames, 1, 0, 15.0, [((0, 1, 2), Distance.YUV)])
-    for g, w in zip(frame_planes(out.get_frame(1)), want):
+    for g, w in zip(frame_planes(out.get_frame(1)), want, strict=True):
         np.testing.assert_array_equal(g, w)
 
 

@@ -11,7 +11,8 @@ from .vsclips import clip_from_planes, frame_planes, random_planes
 
 def make_clip(core, format_id, length=3, seed=0):
     fmt = core.get_video_format(format_id)
-    return clip_from_planes(core, fmt, [random_planes(fmt, 24, 16, seed + n) for n in range(length)])
+    frames = [random_planes(fmt, 24, 16, seed + n) for n in range(length)]
+    return clip_from_planes(core, fmt, frames)
 
 
 @pytest.mark.parametrize(
@@ -30,8 +31,9 @@ def test_same_filter_as_denoise(core, format_id, knlm, denoise):
     ours = core.avdenoise.NLMeans(clip, num_streams=4, **knlm)
     reference = core.avdenoise.Denoise(clip, strength=denoise.pop("strength", 1.2), **denoise)
     for n in range(clip.num_frames):
-        for got, want in zip(frame_planes(ours.get_frame(n)), frame_planes(reference.get_frame(n))):
-            np.testing.assert_array_equal(got, want)
+        got, want = frame_planes(ours.get_frame(n)), frame_planes(reference.get_frame(n))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
 
 
 def test_auto_channels_leave_chroma_alone(core):

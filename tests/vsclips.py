@@ -73,5 +73,5 @@ def assert_order_independent(make_filter, length: int, seed: int = 5) -> None:
     order = np.random.default_rng(seed).permutation(length)
     futures = {int(n): shuffled.get_frame_async(int(n)) for n in order}
     for n, future in futures.items():
-        for got, expected in zip(frame_planes(future.result()), want[n]):
+        for got, expected in zip(frame_planes(future.result()), want[n], strict=True):
             np.testing.assert_array_equal(got, expected)

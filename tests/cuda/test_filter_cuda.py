@@ -1,4 +1,4 @@
-"""Denoise and NLMeans on the GPU through VapourSynth, against the CPU oracle (skips without one)."""
+"""Denoise and NLMeans on the GPU through VapourSynth against the CPU oracle; skip without a GPU."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def make_clip(core, name, width=61, height=37, length=6, seed=0):
 
 
 def assert_close(fmt, got, want):
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         if fmt.sample_type == vs.FLOAT:
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
         else:

@@ -25,7 +25,7 @@ def brute_force(window, center, h, a, s, wmode, wref, distance, guide=None):
     def pixel_distance(k, y, x, qy, qx):
         a_ = [sample(guide[center], c, y, x) for c in range(channels)]
         b_ = [sample(guide[k], c, y + qy, x + qx) for c in range(channels)]
-        d2 = [(p - q) ** 2 for p, q in zip(a_, b_)]
+        d2 = [(p - q) ** 2 for p, q in zip(a_, b_, strict=True)]
         if distance is Distance.LUMA:
             return 3 * d2[0]
         if distance is Distance.CHROMA:
