@@ -5,14 +5,7 @@ valid positions form a ``(H - 7) x (W - 7)`` grid, and a block's *index* is its 
 that grid, ``y * (W - 7) + x``. Candidates are always whole blocks inside the frame: search windows
 are intersected with the valid grid, never padded or shifted.
 
-References
-----------
-.. [1] K. Dabov, A. Foi, V. Katkovnik and K. Egiazarian, "Image denoising by sparse 3-D
-   transform-domain collaborative filtering", IEEE Trans. Image Process. 16(8), 2080-2095,
-   2007. doi:10.1109/TIP.2007.901238
-.. [2] K. Dabov, A. Foi and K. Egiazarian, "Video denoising by sparse 3D transform-domain
-   collaborative filtering", Proc. 15th European Signal Processing Conference (EUSIPCO),
-   145-149, 2007. https://webpages.tuni.fi/foi/GCF-BM3D/ (no DOI)
+The papers it follows are cited in :mod:`avdenoise_vs._reference.bm3d`.
 """
 
 from __future__ import annotations
@@ -170,7 +163,7 @@ def match_groups(
     -----
     The reference frame is searched exhaustively within ``bm_range``. Each other frame, visited
     outward from the reference frame, is searched within ``ps_range`` of the ``ps_num`` best
-    blocks of the frame before it (the predictive search of [2]_), whether or not they pass
+    blocks of the frame before it (the predictive search of the V-BM3D paper), whether or not they pass
     the threshold. All candidates of all frames then compete for the group.
     """
     ref_y, ref_x = refs
