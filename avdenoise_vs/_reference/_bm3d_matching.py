@@ -163,7 +163,7 @@ def match_groups(
     -----
     The reference frame is searched exhaustively within ``bm_range``. Each other frame, visited
     outward from the reference frame, is searched within ``ps_range`` of the ``ps_num`` best
-    blocks of the frame before it (the predictive search of the V-BM3D paper), whether or not they pass
+    blocks of the frame before it (the predictive search of V-BM3D), whether or not they pass
     the threshold. All candidates of all frames then compete for the group.
     """
     ref_y, ref_x = refs

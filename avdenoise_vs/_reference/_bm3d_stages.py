@@ -34,13 +34,14 @@ __all__ = ["StageOptions", "Window", "basic_stage", "final_stage", "ht_match_thr
 
 #: Block-distance thresholds on ``||a - b||^2 / 64`` in 8-bit units (``mismatch_scale``
 #: multiplies them). Hard thresholding: ``max(TAU_HT, TAU_HT_MARGIN + 2 sigma^2)``, see
-#: :func:`ht_match_threshold`. Wiener: ``TAU_WIENER``, as in the BM3D paper (matching on the basic estimate).
+#: :func:`ht_match_threshold`. Wiener: ``TAU_WIENER``, as in the paper (matching on the
+#: basic estimate).
 TAU_HT = 2500.0
 TAU_HT_MARGIN = 1250.0
 TAU_WIENER = 400.0
-#: Kaiser window parameter for aggregation, as in the BM3D paper.
+#: Kaiser window parameter for aggregation, as in the paper.
 KAISER_BETA = 2.0
-#: 2-D transforms as in the BM3D paper: Bior1.5 for hard thresholding (about 0.15 dB better than the
+#: 2-D transforms as in the paper: Bior1.5 for hard thresholding (about 0.15 dB better than the
 #: DCT there in our tests), DCT for the Wiener stage (better than Bior1.5 there).
 TRANSFORM_HT = "bior1.5"
 TRANSFORM_WIENER = "dct"
@@ -84,12 +85,12 @@ def ht_match_threshold(sigma: float) -> float:
     """Distance threshold of the hard-thresholding stage for noise ``sigma``.
 
     Two noisy copies of one block are ``2 sigma^2`` apart on average, so a fixed threshold
-    rejects nearly every match as sigma grows: the BM3D paper's 2500 (up to sigma 40) lies below that
-    3200 at sigma 40. the BM3D paper switches above sigma 40 to 5000 with a 2-D hard-threshold
+    rejects nearly every match as sigma grows: the paper's 2500 (up to sigma 40) lies below that
+    3200 at sigma 40. the paper switches above sigma 40 to 5000 with a 2-D hard-threshold
     pre-filter before matching; on our test crops that lost 0.4-0.6 dB against the Tampere
     ``bm3d`` at sigma 50-60 (smooth images lost 1.3 dB) and 0.2 dB more at sigma 40 than a
     threshold that follows the noise. So the margin above the noise-only distance is kept
-    constant instead, with no pre-filter: this equals the BM3D paper's 2500 up to sigma 25 and gives
+    constant instead, with no pre-filter: this equals the paper's 2500 up to sigma 25 and gives
     4450 at sigma 40 and 6250 at sigma 50 (final PSNR within 0.2 dB of Tampere's on average).
     """
     return max(TAU_HT, TAU_HT_MARGIN + 2.0 * sigma * sigma)
@@ -134,7 +135,7 @@ def hard_threshold(spec: np.ndarray, sigma: np.ndarray, lambda_ht: float):
     Returns the thresholded spectrum and the weights ``1 / N_kept``, shape (n, C).
 
     The group DC (first Haar row of the 2-D DC) is always kept: it carries the local mean,
-    and keeping it means no group is ever zeroed entirely (``N_kept >= 1``). the BM3D paper states the
+    and keeping it means no group is ever zeroed entirely (``N_kept >= 1``). the paper states the
     weight as ``1 / (sigma^2 N_kept)``; ``1 / sigma^2`` is common to every group of a channel
     and cancels when that channel is normalised, so it is left out, which also keeps
     ``sigma = 0`` finite.
@@ -151,7 +152,7 @@ def wiener(spec: np.ndarray, pilot: np.ndarray, sigma: np.ndarray):
     """Shrink the noisy spectrum with the empirical Wiener attenuation of the pilot's.
 
     ``W = P^2 / (P^2 + sigma^2)``; returns ``W * spec`` and the weights ``1 / ||W||^2``, shape
-    (n, C) (the ``1 / sigma^2`` of the BM3D paper cancels as in :func:`hard_threshold`). Where ``P`` and
+    (n, C) (the ``1 / sigma^2`` of the paper cancels as in :func:`hard_threshold`). Where ``P`` and
     ``sigma`` are both zero ``W`` is 1, so ``sigma = 0`` gives back the input.
     """
     energy = pilot * pilot
