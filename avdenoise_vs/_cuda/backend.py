@@ -52,6 +52,8 @@ _D2H = 2  # cudaMemcpyDeviceToHost
 _TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
 #: "auto" stages frames (all planes a pass reads, device layout) of at least this many bytes.
 _STAGE_MIN_BYTES = 3 << 20
+#: Devices that backends of this process run on (see ``_run``).
+_DEVICES_IN_USE: set[int] = set()
 
 
 def _align(value: int) -> int:
@@ -142,6 +144,7 @@ class CudaBackend:
         self.passes = passes
         self.layout = layout
         self.device_id = device_id
+        _DEVICES_IN_USE.add(device_id)
         self._num_inputs = 2 if any(p.has_ref for p in passes) else 1
         self._window = 2 * passes[0].radius + 1
         itemsize = layout.dtype.itemsize
@@ -253,7 +256,11 @@ class CudaBackend:
         """One frame: upload missing window frames, launch every pass, download the output."""
         runtime = self._runtime
         state = getattr(self._local, "state", None)
-        runtime.setDevice(self.device_id)
+        # Each call that releases the GIL costs a wait to get it back under 16 threads
+        # (docs/BENCHMARKS.md): set the device only on a thread's first frame, unless this
+        # process runs backends on several devices.
+        if state is None or len(_DEVICES_IN_USE) > 1:
+            runtime.setDevice(self.device_id)
         if state is None:
             state = self._new_state()
         stream_ptr = state.stream_ptr
@@ -309,7 +316,8 @@ class CudaBackend:
                     runtime.memcpy2DAsync(
                         address, stride, out_ptr + offset, pitch, row_bytes, rows, _D2H, stream_ptr
                     )
-                runtime.streamSynchronize(stream_ptr)
+                # A copy into pageable host memory returns only once it has completed (CUDA's
+                # API synchronisation rules), so the stream is idle here: no synchronise call.
                 synced = True
             for entry in entries:
                 entry.complete = True

@@ -145,11 +145,30 @@ static PyObject *destination_planes(VSFrame *dst, const FilterData *d, const VSA
     return planes;
 }
 
+/* Takes the GIL for a frame. On a VapourSynth worker thread's first frame it also pins a
+ * Python thread state to the thread (one PyGILState_Ensure that is never released): without
+ * it, every frame would create and destroy the thread's state, and with it everything
+ * thread-local in Python (the CUDA backend's per-thread stream and buffers, CuPy's current
+ * device), rebuilding them each frame. A thread that already has a Python state (a Python
+ * thread, which may hold the GIL now) is left alone. */
+static _Thread_local int python_state_pinned;
+
+static PyGILState_STATE take_gil(void) {
+    if (!python_state_pinned) {
+        python_state_pinned = 1;
+        if (PyGILState_GetThisThreadState() == NULL) {
+            PyGILState_Ensure();
+            PyEval_SaveThread();
+        }
+    }
+    return PyGILState_Ensure();
+}
+
 /* Calls plan.process; returns 0 on success, else fills `error`. */
 static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW], VSFrame *dst,
                        char *error, size_t error_size, const VSAPI *vsapi) {
     int window = 2 * d->radius + 1, status = -1;
-    PyGILState_STATE gil = PyGILState_Ensure();
+    PyGILState_STATE gil = take_gil();
     PyObject *numbers = PyTuple_New(window);
     PyObject *windows = PyTuple_New(d->num_inputs);
     for (int t = 0; numbers && t < window; t++)
