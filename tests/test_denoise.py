@@ -131,3 +131,30 @@ def test_denoising_a_real_picture_raises_psnr(core):
     out = np.asarray(core.avdenoise.Denoise(clip, strength=3.0, device="cpu").get_frame(1)[0])
     before, after = psnr(frames[1][0], clean, 255), psnr(out, clean, 255)
     assert after > before + 3.0, (before, after)
+
+
+def test_thread_local_state_lives_across_frames(core, monkeypatch):
+    """Each VapourSynth worker thread keeps one Python thread state (see bridge.c take_gil).
+
+    Backends keep per-thread streams and buffers in ``threading.local``; were the thread
+    state created and destroyed around every frame, they would be rebuilt every frame.
+    """
+    import threading
+
+    from avdenoise_vs._reference.backend import NumpyBackend
+
+    local, fresh = threading.local(), []
+    original = NumpyBackend.process
+
+    def process(self, *args):
+        if not hasattr(local, "seen"):
+            local.seen = True
+            fresh.append(threading.get_ident())
+        return original(self, *args)
+
+    monkeypatch.setattr(NumpyBackend, "process", process)
+    clip = core.std.BlankClip(width=32, height=24, format=vs.GRAY8, length=60)
+    out = core.avdenoise.Denoise(clip, radius=0, device="cpu")
+    for future in [out.get_frame_async(n) for n in range(60)]:
+        future.result()
+    assert 1 <= len(fresh) <= core.num_threads
