@@ -33,10 +33,6 @@ class FilterPlan:
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.Denoise``: validate the arguments and build its plan."""
     values = parse_arguments("Denoise", DENOISE_PARAMS, args, algorithm_key="algorithm")
-    if values["algorithm"] == "bm3d":
-        raise NotImplementedError(
-            "avdenoise.Denoise: algorithm='bm3d' is not available yet; use algorithm='nlm'"
-        )
     return _build_plan("Denoise", values, channels_given="channels" in args, ref_arg="ref")
 
 

@@ -115,7 +115,14 @@ class FrameLayout:
 class PlaneOptions:
     """One denoising pass: the planes it reads and writes jointly, and every setting it uses.
 
-    A clip is denoised by one or two passes (luma, then chroma; or one joint pass).
+    A clip is denoised by one or two passes (luma, then chroma; or one joint pass). The NLM
+    fields are None in BM3D passes and the BM3D fields (``stages`` onward, optional so that
+    NLM passes are built as before) are None in NLM passes.
+
+    For BM3D, `distance` says how the planes are grouped: ``LUMA`` one plane; ``CHROMA``
+    each chroma plane on its own (one pass, the reference filters channel by channel);
+    ``YUV`` jointly with blocks matched on luma (CBM3D); ``RGB`` jointly in the orthonormal
+    opponent colour space, matched on its first (luminance) channel.
     """
 
     algorithm: str
@@ -123,8 +130,15 @@ class PlaneOptions:
     distance: Distance
     strength: float
     radius: int
-    search_radius: int
-    patch_radius: int
-    wmode: WeightMode
-    wref: float
+    search_radius: int | None
+    patch_radius: int | None
+    wmode: WeightMode | None
+    wref: float | None
     has_ref: bool
+    stages: int | None = None
+    lambda_ht: float | None = None
+    mismatch_scale: float | None = None
+    block_step: int | None = None
+    bm_range: int | None = None
+    ps_num: int | None = None
+    ps_range: int | None = None

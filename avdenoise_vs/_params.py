@@ -20,11 +20,27 @@ __all__ = [
     "NLMEANS_PARAMS",
 ]
 
-#: Algorithms by name; "bm3d" is accepted by the table and rejected until it ships.
+#: Algorithms by name.
 ALGORITHMS = ("nlm", "bm3d")
 CHANNELS = ("luma", "chroma", "lumachroma", "yuv", "rgb")
 ACCELERATORS = ("cuda", "cpu")
 _NLM = ("nlm",)
+_BM3D = ("bm3d",)
+
+
+def _plane_overrides(name: str, allowed: Range, what: str) -> tuple[Param, Param]:
+    """``luma_<name>`` and ``chroma_<name>``: per-pass overrides of a BM3D float setting."""
+    return tuple(
+        Param(
+            f"{group}_{name}",
+            "float",
+            f"{what} of the {group} pass, overriding `{name}`.",
+            allowed=allowed,
+            algorithms=_BM3D,
+        )
+        for group in ("luma", "chroma")
+    )
+
 
 DENOISE_PARAMS: tuple[Param, ...] = (
     Param(
@@ -39,13 +55,14 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "clip",
         "Optional guide clip of the same format, size and length: weights come from `ref`, "
         "sample values from `clip`. Use a pre-filtered clip for stronger, cleaner matching.",
+        algorithms=_NLM,
         alias="KNLMeansCL rclip",
     ),
     Param(
         "algorithm",
         "str",
-        "Denoising algorithm: 'nlm' (non-local means, KNLMeansCL-compatible). 'bm3d' is "
-        "reserved for the coming BM3D / V-BM3D backend.",
+        "Denoising algorithm: 'nlm' (non-local means, KNLMeansCL-compatible) or 'bm3d' "
+        "(BM3D, CBM3D for joint channels, V-BM3D when radius > 0; CPU only for now).",
         default="nlm",
         allowed=Choice(ALGORITHMS),
     ),
@@ -53,18 +70,20 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "radius",
         "int",
         "Temporal radius in frames: 0 is spatial only; r searches 2r+1 frames (clamped at the "
-        "clip ends). Cost grows linearly with 2r+1.",
-        default=1,
+        "clip ends). Cost grows linearly with 2r+1. BM3D defaults to spatial, as BM3DCUDA does.",
+        default={"nlm": 1, "bm3d": 0},
         allowed=Range(0, 8),
-        alias="KNLMeansCL d",
+        alias="KNLMeansCL d, BM3DCUDA radius",
     ),
     Param(
         "channels",
         "str",
-        "Planes to denoise: 'luma'; 'chroma' (both chroma planes, jointly); 'lumachroma' "
-        "(luma, then chroma jointly, each with its own strength); 'yuv' (all three planes with "
-        "one joint distance, 4:4:4 only); 'rgb' (RGB clips, joint). Planes not denoised are "
-        "passed through unchanged. RGB clips use 'rgb' when channels is not given.",
+        "Planes to denoise: 'luma'; 'chroma' (both chroma planes: NLM jointly, BM3D each "
+        "plane on its own); 'lumachroma' (luma, then chroma, each with its own strength); "
+        "'yuv' (all three planes with one joint distance, 4:4:4 only; BM3D matches blocks on "
+        "luma, as CBM3D); 'rgb' (RGB clips, joint; BM3D works in the orthonormal opponent "
+        "colour space). Planes not denoised are passed through unchanged. RGB clips use 'rgb' "
+        "when channels is not given.",
         default="lumachroma",
         allowed=Choice(CHANNELS),
         alias="KNLMeansCL channels",
@@ -72,11 +91,11 @@ DENOISE_PARAMS: tuple[Param, ...] = (
     Param(
         "strength",
         "float",
-        "Denoising strength in 8-bit code values whatever the clip's depth: NLM's h. Larger "
-        "smooths more.",
-        default={"nlm": 1.2},
+        "Denoising strength in 8-bit code values whatever the clip's depth: NLM's h; BM3D's "
+        "sigma, the noise standard deviation. Larger smooths more.",
+        default={"nlm": 1.2, "bm3d": 3.0},
         allowed=Range(0.0, open_low=True),
-        alias="KNLMeansCL h",
+        alias="KNLMeansCL h, BM3DCUDA sigma",
     ),
     Param(
         "luma_strength",
@@ -130,6 +149,78 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         allowed=Range(0.0),
         algorithms=_NLM,
         alias="KNLMeansCL wref",
+    ),
+    Param(
+        "stages",
+        "int",
+        "BM3D stages: 1 returns the hard-thresholding (basic) estimate alone; 2 adds the "
+        "Wiener stage, guided by the basic estimate: better, and about twice the cost.",
+        default=2,
+        allowed=Range(1, 2),
+        algorithms=_BM3D,
+    ),
+    Param(
+        "lambda_ht",
+        "float",
+        "BM3D hard threshold in noise deviations (lambda_3D of Dabov et al. 2007): transform "
+        "coefficients up to lambda_ht * strength are zeroed. Larger removes more noise and "
+        "more detail; no effect on speed.",
+        default=2.7,
+        allowed=Range(0.0, open_low=True),
+        algorithms=_BM3D,
+        alias="VapourSynth-BM3D hard_thr",
+    ),
+    *_plane_overrides("lambda_ht", Range(0.0, open_low=True), "Hard threshold"),
+    Param(
+        "mismatch_scale",
+        "float",
+        "BM3D: multiplies the block-matching distance threshold (a mean squared difference of "
+        "2500 in 8-bit units, growing with strength above 25). Larger groups less similar "
+        "blocks: more smoothing.",
+        default=1.0,
+        allowed=Range(0.0, open_low=True),
+        algorithms=_BM3D,
+    ),
+    *_plane_overrides("mismatch_scale", Range(0.0, open_low=True), "Mismatch scale"),
+    Param(
+        "block_step",
+        "int",
+        "BM3D spacing of the reference blocks in pixels (N_step). Cost grows as "
+        "1 / block_step^2; 3, the paper's value, is the default (BM3DCUDA uses 8, faster).",
+        default=3,
+        allowed=Range(1, 8),
+        algorithms=_BM3D,
+        alias="BM3DCUDA block_step",
+    ),
+    Param(
+        "bm_range",
+        "int",
+        "BM3D block-matching search radius in pixels in each reference frame (search window "
+        "2r+1 square; 19 is the paper's N_S = 39). Cost grows with its square.",
+        default=19,
+        allowed=Range(1, 32),
+        algorithms=_BM3D,
+        alias="BM3DCUDA bm_range",
+    ),
+    Param(
+        "ps_num",
+        "int",
+        "V-BM3D predictive search: best matches of one frame whose neighbourhoods are searched "
+        "in the next frame. Only used when radius > 0; cost grows linearly.",
+        default=2,
+        allowed=Range(1, 8),
+        algorithms=_BM3D,
+        alias="BM3DCUDA ps_num",
+    ),
+    Param(
+        "ps_range",
+        "int",
+        "V-BM3D predictive search radius in pixels around each of those matches. Only used "
+        "when radius > 0; cost grows with its square.",
+        default=4,
+        allowed=Range(1, 16),
+        algorithms=_BM3D,
+        alias="BM3DCUDA ps_range",
     ),
     Param(
         "device",

@@ -9,7 +9,6 @@ BAD_ARGUMENTS = [
     (dict(radius=9), r"radius must be an integer from 0 to 8, got 9"),
     (dict(radius=-1), r"radius must be an integer from 0 to 8, got -1"),
     (dict(algorithm="wiener"), r"algorithm must be one of 'nlm', 'bm3d', got 'wiener'"),
-    (dict(algorithm="bm3d"), r"algorithm='bm3d' is not available yet"),
     (dict(channels="y"), r"channels must be one of 'luma', .*got 'y'"),
     (dict(channels="yuv"), r"channels='yuv' needs a 4:4:4 clip"),
     (dict(channels="rgb"), r"channels='rgb' needs an RGB clip"),
@@ -21,6 +20,25 @@ BAD_ARGUMENTS = [
     (dict(patch_radius=9), r"patch_radius must be an integer from 0 to 8, got 9"),
     (dict(wmode=4), r"wmode must be an integer from 0 to 3, got 4"),
     (dict(wref=-0.5), r"wref must be a number >= 0, got -0.5"),
+    (dict(lambda_ht=2.0), r"lambda_ht is not used by algorithm='nlm' \(it applies to 'bm3d'\)"),
+    (dict(stages=1), r"stages is not used by algorithm='nlm' \(it applies to 'bm3d'\)"),
+    (dict(algorithm="bm3d", search_radius=3),
+     r"search_radius is not used by algorithm='bm3d' \(it applies to 'nlm'\)"),
+    (dict(algorithm="bm3d", wref=0.5), r"wref is not used by algorithm='bm3d'"),
+    (dict(algorithm="bm3d", lambda_ht=0.0), r"lambda_ht must be a number > 0, got 0.0"),
+    (dict(algorithm="bm3d", luma_lambda_ht=-1.0), r"luma_lambda_ht must be a number > 0"),
+    (dict(algorithm="bm3d", mismatch_scale=0.0), r"mismatch_scale must be a number > 0, got 0.0"),
+    (dict(algorithm="bm3d", chroma_mismatch_scale=float("nan")),
+     r"chroma_mismatch_scale must be a number > 0, got nan"),
+    (dict(algorithm="bm3d", stages=3), r"stages must be an integer from 1 to 2, got 3"),
+    (dict(algorithm="bm3d", block_step=0), r"block_step must be an integer from 1 to 8, got 0"),
+    (dict(algorithm="bm3d", bm_range=33), r"bm_range must be an integer from 1 to 32, got 33"),
+    (dict(algorithm="bm3d", ps_num=9), r"ps_num must be an integer from 1 to 8, got 9"),
+    (dict(algorithm="bm3d", ps_range=0), r"ps_range must be an integer from 1 to 16, got 0"),
+    (dict(algorithm="bm3d", channels="chroma", luma_lambda_ht=2.0),
+     r"luma_lambda_ht is not used with channels='chroma' on this clip; set lambda_ht instead"),
+    (dict(algorithm="bm3d", channels="luma", chroma_mismatch_scale=2.0),
+     r"chroma_mismatch_scale is not used with channels='luma'"),
     (dict(device="gpu"), r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
     (dict(device="cuda:x"), r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'cuda:x'"),
     (dict(accelerators=["tpu"]), r"accelerators must be a non-empty list, each item one of"),
@@ -115,3 +133,24 @@ def test_frame_errors_do_not_crash_the_host(core, monkeypatch):
         failing.get_frame(0)
     monkeypatch.undo()
     assert out.get_frame(1) is not None
+
+
+def test_bm3d_needs_planes_of_one_block(core):
+    clip = core.std.BlankClip(width=32, height=12, format=vs.YUV420P8, length=3)
+    with pytest.raises(vs.Error, match=r"algorithm='bm3d' needs planes of at least 8x8 pixels, "
+                       r"got 16x6 \(plane 2\)"):
+        core.avdenoise.Denoise(clip, algorithm="bm3d")
+    core.avdenoise.Denoise(clip, algorithm="bm3d", channels="luma")  # luma is 32x12
+
+
+def test_bm3d_has_no_cuda_backend_yet(core):
+    """Decided before CuPy is imported, so this holds with or without a GPU."""
+    clip = core.std.BlankClip(width=32, height=24, format=vs.YUV420P8, length=3)
+    with pytest.raises(vs.Error, match=r"device='cuda' cannot run here "
+                       r"\(cuda: no CUDA BM3D backend yet\)"):
+        core.avdenoise.Denoise(clip, algorithm="bm3d", device="cuda")
+    with pytest.raises(vs.Error, match=r"device='auto' cannot run here "
+                       r"\(cuda: no CUDA BM3D backend yet\)"):
+        core.avdenoise.Denoise(clip, algorithm="bm3d", accelerators=["cuda"])
+    # device='auto' falls back to the CPU.
+    assert core.avdenoise.Denoise(clip, algorithm="bm3d").get_frame(0) is not None

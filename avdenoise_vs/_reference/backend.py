@@ -2,6 +2,12 @@
 
 Slow but exact and dependency-free; it runs anywhere and is the oracle the GPU backends are
 tested against.
+
+References
+----------
+.. [1] K. Dabov, A. Foi, V. Katkovnik and K. Egiazarian, "Color image denoising via sparse 3D
+   collaborative filtering with grouping constraint in luminance-chrominance space", Proc. IEEE
+   Int. Conf. Image Processing (ICIP), I-313-I-316, 2007. doi:10.1109/ICIP.2007.4378954
 """
 
 from __future__ import annotations
@@ -10,15 +16,33 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._options import FrameLayout, PlaneOptions, SampleType
+from .._options import Distance, FrameLayout, PlaneOptions, SampleType
 from .._planes import plane_array
+from .bm3d import bm3d
 from .nlm import nlm
 
-__all__ = ["NumpyBackend"]
+__all__ = ["OPP", "NumpyBackend"]
+
+#: RGB to opponent colour space (rows: luminance, red-blue, green-magenta), the orthonormal
+#: version of CBM3D's [1]_ transform: each row of [1]_'s matrix scaled to unit length. Being
+#: orthogonal, it maps white noise of deviation sigma in each RGB channel to white noise of
+#: the same sigma in each OPP channel, so every channel takes sigma = strength; its inverse
+#: is its transpose.
+OPP = np.array(
+    [
+        [1.0, 1.0, 1.0] / np.sqrt(3.0),
+        [1.0, 0.0, -1.0] / np.sqrt(2.0),
+        [1.0, -2.0, 1.0] / np.sqrt(6.0),
+    ]
+)
+
+#: BM3D works in 8-bit units (its thresholds and sigma are calibrated there).
+_BM3D_SCALE = 255.0
 
 
 class NumpyBackend:
-    """Denoise each requested frame with :func:`~avdenoise_vs._reference.nlm.nlm` in float64.
+    """Denoise each requested frame with the reference :func:`~avdenoise_vs._reference.nlm.nlm`
+    or :func:`~avdenoise_vs._reference.bm3d.bm3d`, in float64.
 
     Parameters
     ----------
@@ -38,29 +62,72 @@ class NumpyBackend:
         """Fill the processed planes of ``dst`` (the bridge's frame protocol)."""
         center = len(frame_numbers) // 2
         for options in self.passes:
-            values = [self._load(frame, options.planes) for frame in windows[0]]
-            guide = [self._load(f, options.planes) for f in windows[1]] if options.has_ref else None
-            out = nlm(
-                values,
-                center=center,
-                h=options.strength,
-                search_radius=options.search_radius,
-                patch_radius=options.patch_radius,
-                wmode=options.wmode,
-                wref=options.wref,
-                distance=options.distance,
-                guide=guide,
-            )
-            for index, plane in enumerate(options.planes):
-                self._store(dst[plane], plane, out[index])
+            if options.algorithm == "bm3d":
+                self._bm3d_pass(options, center, windows[0], dst)
+            else:
+                self._nlm_pass(options, center, windows, dst)
+
+    def _nlm_pass(self, options: PlaneOptions, center: int, windows: tuple, dst: tuple) -> None:
+        """One NLM pass on samples in [0, 1] (integer) or as they are (float)."""
+        values = [self._load(frame, options.planes) for frame in windows[0]]
+        guide = [self._load(f, options.planes) for f in windows[1]] if options.has_ref else None
+        out = nlm(
+            values,
+            center=center,
+            h=options.strength,
+            search_radius=options.search_radius,
+            patch_radius=options.patch_radius,
+            wmode=options.wmode,
+            wref=options.wref,
+            distance=options.distance,
+            guide=guide,
+        )
+        for index, plane in enumerate(options.planes):
+            self._store(dst[plane], plane, out[index])
+
+    def _bm3d_pass(self, options: PlaneOptions, center: int, window: tuple, dst: tuple) -> None:
+        """One BM3D pass in 8-bit scale: OPP for RGB, joint for YUV/RGB, else per plane.
+
+        Samples go to 8-bit scale (``value * 255 / peak``), where sigma = strength. Float
+        chroma (centred at 0) stays centred at 0, which BM3D does not mind: hard thresholding
+        keeps the group DC, and the Wiener gain of a DC of 8 sqrt(N) times the local mean
+        (N blocks) is 1 unless that mean is within a small fraction of a code of 0.
+        """
+        peak = self.layout.peak
+        frames = [self._stack(frame, options.planes) * _BM3D_SCALE / peak for frame in window]
+        rgb = options.distance is Distance.RGB
+        if rgb:
+            frames = [np.einsum("ij,jhw->ihw", OPP, f) for f in frames]
+        out = bm3d(
+            frames,
+            center,
+            options.strength,
+            stages=options.stages,
+            lambda_ht=options.lambda_ht,
+            block_step=options.block_step,
+            bm_range=options.bm_range,
+            ps_num=options.ps_num,
+            ps_range=options.ps_range,
+            mismatch_scale=options.mismatch_scale,
+            joint=options.distance in (Distance.YUV, Distance.RGB),
+        )
+        if rgb:
+            out = np.einsum("ij,ihw->jhw", OPP, out)  # OPP^-1 = OPP^T
+        for index, plane in enumerate(options.planes):
+            self._store(dst[plane], plane, out[index] / _BM3D_SCALE)
+
+    def _stack(self, frame: Sequence, planes: tuple[int, ...]) -> np.ndarray:
+        """The pass's planes of one frame, stacked, as float64 sample values."""
+        layout = self.layout
+        arrays = [plane_array(frame[p], layout.plane_shape(p), layout.dtype) for p in planes]
+        return np.stack(arrays).astype(np.float64)
 
     def _load(self, frame: Sequence, planes: tuple[int, ...]) -> np.ndarray:
         """Stack the pass's planes of one frame as float64 in [0, 1] (integer) or as is (float)."""
-        layout = self.layout
-        arrays = [plane_array(frame[p], layout.plane_shape(p), layout.dtype) for p in planes]
-        return np.stack(arrays).astype(np.float64) / layout.peak
+        return self._stack(frame, planes) / self.layout.peak
 
     def _store(self, view: tuple, plane: int, values: np.ndarray) -> None:
+        """Write one plane given in [0, 1] (integer clips) or as is (float)."""
         layout = self.layout
         out = plane_array(view, layout.plane_shape(plane), layout.dtype)
         if layout.sample_type is SampleType.FLOAT:
