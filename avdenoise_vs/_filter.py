@@ -41,22 +41,20 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
     channels = KNLM_CHANNELS[knlm["channels"].upper()]
     device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
-    values = {
-        "clip": knlm["clip"],
-        "ref": knlm["rclip"],
-        "algorithm": "nlm",
-        "radius": knlm["d"],
-        "search_radius": knlm["a"],
-        "patch_radius": knlm["s"],
-        "strength": knlm["h"],
-        "luma_strength": None,
-        "chroma_strength": None,
-        "channels": channels or "luma",
-        "wmode": knlm["wmode"],
-        "wref": knlm["wref"],
-        "device": device,
-        "accelerators": ["cuda", "cpu"],
-    }
+    # Start from Denoise's own defaults, so that every setting a pass reads is present.
+    values = {param.name: param.default_for("nlm") for param in DENOISE_PARAMS}
+    values.update(
+        clip=knlm["clip"],
+        ref=knlm["rclip"],
+        radius=knlm["d"],
+        search_radius=knlm["a"],
+        patch_radius=knlm["s"],
+        strength=knlm["h"],
+        channels=channels or "luma",
+        wmode=knlm["wmode"],
+        wref=knlm["wref"],
+        device=device,
+    )
     return _build_plan("NLMeans", values, channels_given=channels is not None, ref_arg="rclip")
 
 

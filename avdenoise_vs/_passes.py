@@ -84,8 +84,7 @@ def _check_overrides(function: str, values: Mapping[str, Any], groups: list, cha
     for distance, prefix in _OVERRIDE_PREFIX.items():
         for base in _OVERRIDABLE:
             name = prefix + base
-            # NLMeans builds its values by hand, without the BM3D keys.
-            if values.get(name) is not None and distance not in distances:
+            if values[name] is not None and distance not in distances:
                 raise ValueError(
                     f"avdenoise.{function}: {name} is not used with channels={channels!r} on "
                     f"this clip; set {base} instead"
@@ -107,7 +106,7 @@ def _check_bm3d_size(function: str, layout: FrameLayout, groups: list) -> None:
 def _setting(values: Mapping[str, Any], base: str, distance: Distance) -> Any:
     """``<base>`` for a pass, or its luma_/chroma_ override where one is set."""
     prefix = _OVERRIDE_PREFIX.get(distance)
-    override = values.get(prefix + base) if prefix else None
+    override = values[prefix + base] if prefix else None
     return override if override is not None else values[base]
 
 
