@@ -61,9 +61,6 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout):
         from ._reference.backend import NumpyBackend
 
         return NumpyBackend(passes, layout)
-    # The CUDA backend runs NLM passes only; BM3D kernels are still to come (issue #5).
-    if any(options.algorithm != "nlm" for options in passes):
-        raise BackendUnavailable("no CUDA BM3D backend yet")
     try:
         from ._cuda.backend import CudaBackend
     except ImportError as error:

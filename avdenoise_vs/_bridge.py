@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._filter import FilterPlan, create_denoise, create_nlmeans
-from ._params import DENOISE_PARAMS, NLMEANS_PARAMS
+from ._filter import FilterPlan, create_bm3d, create_denoise, create_nlmeans
+from ._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
 from ._paramspec import vs_signature
 
 __all__ = ["create", "plugin_functions"]
@@ -19,6 +19,7 @@ __all__ = ["create", "plugin_functions"]
 FUNCTIONS = {
     "Denoise": (DENOISE_PARAMS, create_denoise),
     "NLMeans": (NLMEANS_PARAMS, create_nlmeans),
+    "BM3D": (BM3D_PARAMS, create_bm3d),
 }
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._backends import select_backend
 from ._layout import check_same_layout, layout_from_info
-from ._params import DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
+from ._options import FrameLayout, PlaneOptions
+from ._params import BM3D_PARAMS, DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
 from ._paramspec import parse_arguments
-from ._passes import plan_passes, untouched_planes
+from ._passes import plan_bm3d_passes, plan_passes, untouched_planes
 
-__all__ = ["FilterPlan", "create_denoise", "create_nlmeans"]
+__all__ = ["FilterPlan", "create_bm3d", "create_denoise", "create_nlmeans"]
+
+#: Turns a clip's layout into the passes that denoise it.
+Planner = Callable[[FrameLayout], tuple[PlaneOptions, ...]]
 
 
 class FilterPlan:
@@ -33,7 +37,13 @@ class FilterPlan:
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.Denoise``: validate the arguments and build its plan."""
     values = parse_arguments("Denoise", DENOISE_PARAMS, args, algorithm_key="algorithm")
-    return _build_plan("Denoise", values, channels_given="channels" in args, ref_arg="ref")
+    if values["algorithm"] == "bm3d":
+        _check_bm3d_ref("Denoise", args)
+
+    def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
+        return plan_passes("Denoise", values, layout, channels_given="channels" in args)
+
+    return _build_plan("Denoise", values, planner, ref_arg="ref")
 
 
 def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
@@ -55,11 +65,49 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
         wref=knlm["wref"],
         device=device,
     )
-    return _build_plan("NLMeans", values, channels_given=channels is not None, ref_arg="rclip")
+
+    def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
+        return plan_passes("NLMeans", values, layout, channels_given=channels is not None)
+
+    return _build_plan("NLMeans", values, planner, ref_arg="rclip")
+
+
+def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
+    """``core.avdenoise.BM3D``: BM3DCUDA's signature and meaning (see ``plan_bm3d_passes``)."""
+    values = parse_arguments("BM3D", BM3D_PARAMS, args, algorithm="bm3d")
+    _check_bm3d_ref("BM3D", args)
+    if values["device_id"] is not None:
+        if "device" in args:
+            raise ValueError(
+                f"avdenoise.BM3D: device_id and device cannot both be given, got device_id="
+                f"{values['device_id']} and device={values['device']!r}"
+            )
+        values["device"] = f"cuda:{values['device_id']}"
+
+    def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
+        return plan_bm3d_passes("BM3D", values, layout)
+
+    return _build_plan("BM3D", values, planner, ref_arg="ref")
+
+
+def _check_bm3d_ref(function: str, args: Mapping[str, list[Any]]) -> None:
+    """With ``ref``, BM3D runs the Wiener stage alone: settings of the other stage are errors."""
+    if "ref" not in args:
+        return
+    if args.get("stages") == [1]:
+        raise ValueError(
+            f"avdenoise.{function}: stages=1 cannot take ref (ref is the pilot of the Wiener "
+            "stage, which stages=1 leaves out)"
+        )
+    for name in ("lambda_ht", "luma_lambda_ht", "chroma_lambda_ht"):
+        if name in args:
+            raise ValueError(
+                f"avdenoise.{function}: {name} is not used with ref (only the Wiener stage runs)"
+            )
 
 
 def _build_plan(
-    function: str, values: Mapping[str, Any], channels_given: bool, ref_arg: str
+    function: str, values: Mapping[str, Any], planner: Planner, ref_arg: str
 ) -> FilterPlan:
     """Check the clips, split the work into passes and pick the backend.
 
@@ -68,7 +116,12 @@ def _build_plan(
     layout = layout_from_info(function, "clip", values["clip"])
     if values["ref"] is not None:
         check_same_layout(function, ref_arg, values["clip"], values["ref"], layout)
-    passes = plan_passes(function, values, layout, channels_given)
+    passes = planner(layout)
+    if not passes:
+        # Nothing to denoise (BM3D with every sigma 0): every plane is passed through, and
+        # the CPU backend, which needs nothing, does nothing.
+        backend = select_backend(function, "cpu", ["cpu"], passes, layout)
+        return FilterPlan(("clip",), 0, tuple(range(layout.num_planes)), backend)
     backend = select_backend(function, values["device"], values["accelerators"], passes, layout)
     inputs = ("clip", ref_arg) if values["ref"] is not None else ("clip",)
     return FilterPlan(inputs, values["radius"], untouched_planes(layout, passes), backend)

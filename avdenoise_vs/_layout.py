@@ -10,7 +10,7 @@ from typing import Any
 
 from ._options import ColorFamily, FrameLayout, SampleType
 
-__all__ = ["SUPPORTED_FORMATS", "layout_from_info", "check_same_layout"]
+__all__ = ["SUPPORTED_FORMATS", "check_same_layout", "family_name", "layout_from_info"]
 
 #: VapourSynth API4 colour family and sample type codes (VapourSynth4.h).
 _COLOR_FAMILIES = {1: ColorFamily.GRAY, 2: ColorFamily.RGB, 3: ColorFamily.YUV}
@@ -72,11 +72,16 @@ def check_same_layout(
         )
 
 
-def _describe(layout: FrameLayout, info: Mapping[str, Any]) -> str:
+def family_name(layout: FrameLayout) -> str:
+    """The colour family in words, with the subsampling of YUV: 'GRAY', 'YUV 4:2:0', 'RGB'."""
     family = layout.color_family.value.upper()
     if layout.color_family is ColorFamily.YUV:
         family += " " + _YUV_SUBSAMPLING[(layout.subsampling_w, layout.subsampling_h)]
+    return family
+
+
+def _describe(layout: FrameLayout, info: Mapping[str, Any]) -> str:
     return (
-        f"{family} {layout.bits}-bit {layout.sample_type.value} {layout.width}x{layout.height}, "
-        f"{info['num_frames']} frames"
+        f"{family_name(layout)} {layout.bits}-bit {layout.sample_type.value} "
+        f"{layout.width}x{layout.height}, {info['num_frames']} frames"
     )

@@ -120,9 +120,29 @@ class PlaneOptions:
     NLM passes are built as before) are None in NLM passes.
 
     For BM3D, `distance` says how the planes are grouped: ``LUMA`` one plane; ``CHROMA``
-    each chroma plane on its own (one pass, the reference filters channel by channel);
-    ``YUV`` jointly with blocks matched on luma (CBM3D); ``RGB`` jointly in the orthonormal
-    opponent colour space, matched on its first (luminance) channel.
+    each plane on its own (one pass, the reference filters channel by channel; ``BM3D`` also
+    uses it for the second and third planes of RGB clips); ``YUV`` jointly with blocks
+    matched on luma (CBM3D); ``RGB`` jointly in the orthonormal opponent colour space,
+    matched on its first (luminance) channel.
+
+    BM3D stages and the guide clip (`stages`, `has_ref`), the one definition the filters,
+    the backends and the kernels follow:
+
+    - ``stages=1, has_ref=False``: the hard-thresholding stage alone; its basic estimate is
+      the output.
+    - ``stages=2, has_ref=False``: the hard-thresholding stage computes basic estimates of
+      every window frame, then the Wiener stage uses them as its pilot.
+    - ``stages=2, has_ref=True``: the Wiener stage alone, with the ``ref`` clip's frames (same
+      planes, same scaling and colour transform) as its pilot: blocks are matched on ``ref``
+      and the Wiener attenuations come from ``ref``'s spectra, while the filtered samples come
+      from the clip. The hard-thresholding stage is skipped, so `lambda_ht` is not read. This
+      is BM3DCUDA's ``BM3D(clip, ref=basic)`` and ``Denoise(algorithm='bm3d', ref=basic)``.
+    - ``stages=1, has_ref=True`` does not exist (nothing would read ``ref``).
+
+    `plane_strengths` gives a BM3D pass one noise deviation per plane (CBM3D with per-plane
+    ``sigma``): ``strength`` is then that of ``planes[0]``, the plane blocks are matched on,
+    and a plane with strength 0 is read (it may guide the matching) but not written; see
+    :attr:`written_planes`.
     """
 
     algorithm: str
@@ -142,3 +162,12 @@ class PlaneOptions:
     bm_range: int | None = None
     ps_num: int | None = None
     ps_range: int | None = None
+    plane_strengths: tuple[float, ...] | None = None
+
+    @property
+    def written_planes(self) -> tuple[int, ...]:
+        """Planes this pass writes: all of `planes` but those of `plane_strengths` 0."""
+        if self.plane_strengths is None:
+            return self.planes
+        pairs = zip(self.planes, self.plane_strengths, strict=True)
+        return tuple(plane for plane, strength in pairs if strength > 0)

@@ -14,6 +14,7 @@ from ._paramspec import Choice, Param, Pattern, Range
 __all__ = [
     "ACCELERATORS",
     "ALGORITHMS",
+    "BM3D_PARAMS",
     "CHANNELS",
     "DENOISE_PARAMS",
     "KNLM_CHANNELS",
@@ -42,6 +43,17 @@ def _plane_overrides(name: str, allowed: Range, what: str) -> tuple[Param, Param
     )
 
 
+#: What ``ref`` means to each algorithm (Denoise's ``ref``, NLMeans' ``rclip``, BM3D's ``ref``).
+_NLM_REF_DOC = (
+    "weights come from `ref`, sample values from `clip`. Use a pre-filtered clip for stronger, "
+    "cleaner matching."
+)
+_BM3D_REF_DOC = (
+    "the basic estimate, usually the output of a first BM3D pass: only the Wiener stage runs, "
+    "with blocks matched on `ref` and `ref` as its pilot; sample values come from `clip`. "
+    "That stage costs about as much as the hard-thresholding one."
+)
+
 DENOISE_PARAMS: tuple[Param, ...] = (
     Param(
         "clip",
@@ -53,16 +65,16 @@ DENOISE_PARAMS: tuple[Param, ...] = (
     Param(
         "ref",
         "clip",
-        "Optional guide clip of the same format, size and length: weights come from `ref`, "
-        "sample values from `clip`. Use a pre-filtered clip for stronger, cleaner matching.",
-        algorithms=_NLM,
-        alias="KNLMeansCL rclip",
+        f"Optional clip of the same format, size and length as `clip`. NLM: the guide; "
+        f"{_NLM_REF_DOC} "
+        f"BM3D: {_BM3D_REF_DOC} `stages=1` cannot take it.",
+        alias="KNLMeansCL rclip, BM3DCUDA ref",
     ),
     Param(
         "algorithm",
         "str",
         "Denoising algorithm: 'nlm' (non-local means, KNLMeansCL-compatible) or 'bm3d' "
-        "(BM3D, CBM3D for joint channels, V-BM3D when radius > 0; CPU only for now).",
+        "(BM3D, CBM3D for joint channels, V-BM3D when radius > 0).",
         default="nlm",
         allowed=Choice(ALGORITHMS),
     ),
@@ -268,7 +280,11 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
     ),
     _as("wmode", "wmode"),
     _as("wref", "wref"),
-    _as("ref", "rclip"),
+    _as(
+        "ref",
+        "rclip",
+        doc=f"Optional guide clip of the same format, size and length: {_NLM_REF_DOC}",
+    ),
     Param(
         "device_id",
         "int",
@@ -284,4 +300,93 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         "one stream per VapourSynth thread, so it changes nothing.",
         allowed=Range(1, 64),
     ),
+)
+
+
+def _per_plane(name: str, new_name: str, default: float, doc: str, **changes) -> Param:
+    """Denoise's `name` as a BM3DCUDA per-plane list (same range unless `changes` say)."""
+    kind = _as(name, name).kind + "[]"
+    doc += " One value per plane, up to 3; missing ones repeat the last."
+    return _as(name, new_name, kind=kind, default=[default], doc=doc, max_items=3, **changes)
+
+
+_ONLY_FIRST = "With `chroma`, only the first value counts."
+
+BM3D_PARAMS: tuple[Param, ...] = (
+    _as("clip", "clip"),
+    Param(
+        "ref",
+        "clip",
+        f"Optional clip of the same format, size and length as `clip`: {_BM3D_REF_DOC}",
+        alias="Denoise ref",
+    ),
+    _per_plane(
+        "strength",
+        "sigma",
+        3.0,
+        "Noise standard deviation in 8-bit code values whatever the clip's depth (on float "
+        "clips in units of 1/255, as in BM3DCUDA). 0 passes a plane through bit-identical "
+        "(with `chroma`, luma still guides block matching). Larger smooths more.",
+        allowed=Range(0.0),
+    ),
+    _per_plane(
+        "block_step",
+        "block_step",
+        8,
+        "Spacing of the reference blocks in pixels (N_step). Cost grows as 1 / block_step^2; "
+        f"smaller shows fewer block artefacts (Denoise's default 3 is the paper's). {_ONLY_FIRST}",
+    ),
+    _per_plane(
+        "bm_range",
+        "bm_range",
+        9,
+        "Block-matching search radius in pixels in each reference frame (search window 2r+1 "
+        f"square). Cost grows with its square. {_ONLY_FIRST}",
+    ),
+    _as(
+        "radius",
+        "radius",
+        default=0,
+        doc="Temporal radius in frames: 0 is BM3D, r > 0 V-BM3D over 2r+1 frames (clamped at "
+        "the clip ends), aggregated within this call as in vszipcu's BM3Dv2 (no "
+        "bm3d.VAggregate after it, unlike BM3DCUDA's BM3D). Cost grows linearly with 2r+1.",
+    ),
+    _per_plane("ps_num", "ps_num", 2, _as("ps_num", "ps_num").doc + " " + _ONLY_FIRST),
+    _per_plane("ps_range", "ps_range", 4, _as("ps_range", "ps_range").doc + " " + _ONLY_FIRST),
+    Param(
+        "chroma",
+        "bool",
+        "CBM3D: the three planes of a YUV 4:4:4 clip are filtered jointly, blocks matched on "
+        "luma, each plane with its own sigma. False filters every plane on its own (RGB too: "
+        "Denoise(algorithm='bm3d') filters RGB jointly in an opponent colour space).",
+        default=False,
+        alias="Denoise channels='yuv'",
+    ),
+    replace(
+        next(p for p in NLMEANS_PARAMS if p.name == "device_id"),
+        doc="CUDA device to run on, as device='cuda:N'; without it `device` decides.",
+    ),
+    Param(
+        "fast",
+        "bool",
+        "Accepted for compatibility with BM3DCUDA, where it overlaps CPU-GPU copies at 4x the "
+        "memory; it changes nothing here.",
+        default=True,
+    ),
+    Param(
+        "extractor_exp",
+        "int",
+        "Accepted for compatibility with BM3DCUDA, where it makes GPU sums deterministic; ours "
+        "always are, so it changes nothing.",
+        default=0,
+        allowed=Range(0),
+    ),
+    replace(
+        next(p for p in NLMEANS_PARAMS if p.name == "num_streams"),
+        doc="Accepted for compatibility with vszipcu's BM3Dv2; it changes nothing here.",
+    ),
+    _as("lambda_ht", "lambda_ht", doc=_as("lambda_ht", "x").doc + " Not used with `ref`."),
+    _as("mismatch_scale", "mismatch_scale"),
+    _as("device", "device"),
+    _as("accelerators", "accelerators"),
 )

@@ -13,10 +13,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Choice", "Param", "Pattern", "Range", "parse_arguments", "vs_signature"]
+__all__ = [
+    "LIST_KINDS",
+    "Choice",
+    "Param",
+    "Pattern",
+    "Range",
+    "markdown_table",
+    "parse_arguments",
+    "vs_signature",
+]
 
-#: VapourSynth signature type of each of our parameter types.
-_VS_TYPES = {"clip": "vnode", "int": "int", "float": "float", "str": "data", "str[]": "data[]"}
+#: VapourSynth signature type of each of our parameter types (a bool is an int, 0 or 1, as
+#: VapourSynth's own ``bint``).
+_VS_TYPES = {
+    "clip": "vnode",
+    "int": "int",
+    "float": "float",
+    "bool": "int",
+    "str": "data",
+    "int[]": "int[]",
+    "float[]": "float[]",
+    "str[]": "data[]",
+}
+#: Types whose value is a list; `allowed` checks each item.
+LIST_KINDS = ("int[]", "float[]", "str[]")
 
 
 @dataclass(frozen=True)
@@ -77,20 +98,24 @@ class Param:
     name : str
         Argument name as scripts spell it.
     kind : str
-        ``"clip"``, ``"int"``, ``"float"``, ``"str"`` or ``"str[]"`` (a list of strings).
+        ``"clip"``, ``"int"``, ``"float"``, ``"bool"`` (True or False, 1 or 0), ``"str"``, or a
+        list: ``"int[]"``, ``"float[]"`` or ``"str[]"``.
     doc : str
         What it does: unit or scale, effect of larger values, cost.
     default : Any
         Value when not given; ``None`` means "not set" (the caller derives one), and a
         mapping gives a default per algorithm.
     allowed : Range, Choice or Pattern, optional
-        The values accepted; for ``"str[]"`` each element is checked.
+        The values accepted; for a list each element is checked.
     algorithms : tuple of str, optional
         Algorithms that read this parameter; ``None`` means every algorithm.
     alias : str, optional
         The same setting's name in other plugins (KNLMeansCL, BM3DCUDA), for the docs.
     required : bool
         Whether a script must pass it.
+    max_items : int, optional
+        Longest list accepted (lists only); ``None`` means any non-empty list. Per-plane lists
+        take 3, one value per plane.
     """
 
     name: str
@@ -101,6 +126,7 @@ class Param:
     algorithms: tuple[str, ...] | None = None
     alias: str | None = None
     required: bool = False
+    max_items: int | None = None
 
     def default_for(self, algorithm: str) -> Any:
         """The default that applies when `algorithm` runs."""
@@ -111,9 +137,15 @@ class Param:
     def describe_allowed(self) -> str:
         """The allowed values in words, for error messages and the docs."""
         if self.allowed is None:
-            return {"clip": "a clip", "str": "a string"}.get(self.kind, self.kind)
-        text = self.allowed.describe(self.kind)
-        return "a non-empty list, each item " + text if self.kind == "str[]" else text
+            return {"clip": "a clip", "str": "a string", "bool": "True or False"}.get(
+                self.kind, self.kind
+            )
+        text = self.allowed.describe(self.kind.removesuffix("[]"))
+        if self.kind not in LIST_KINDS:
+            return text
+        if self.max_items is None:
+            return "a non-empty list, each item " + text
+        return f"a list of 1 to {self.max_items} items, each item {text}"
 
 
 def vs_signature(params: Sequence[Param]) -> str:
@@ -176,27 +208,34 @@ def parse_arguments(
                 f"avdenoise.{function}: {param.name} is not used by {algorithm_key}="
                 f"{algorithm!r} (it applies to {', '.join(map(repr, param.algorithms))})"
             )
-        result[param.name] = value
+        result[param.name] = bool(value) if param.kind == "bool" else value
     return result
 
 
 def _scalar(param: Param, raw: list[Any]) -> Any:
     """VapourSynth passes every argument as a list; scalars take its single element."""
-    return list(raw) if param.kind == "str[]" else raw[0]
+    return list(raw) if param.kind in LIST_KINDS else raw[0]
 
 
 def _check_value(function: str, param: Param, value: Any) -> None:
-    items = value if param.kind == "str[]" else [value]
-    if param.kind == "str[]" and not items:
+    if param.kind in LIST_KINDS:
+        too_many = param.max_items is not None and len(value) > param.max_items
+        ok = bool(value) and not too_many and all(map(_item_checker(param), value))
+    else:
+        ok = _item_checker(param)(value)
+    if not ok:
         raise ValueError(
-            f"avdenoise.{function}: {param.name} must be {param.describe_allowed()}, got []"
+            f"avdenoise.{function}: {param.name} must be {param.describe_allowed()}, got {value!r}"
         )
-    for item in items:
-        if param.allowed is not None and not param.allowed.check(item):
-            raise ValueError(
-                f"avdenoise.{function}: {param.name} must be {param.describe_allowed()}, "
-                f"got {value!r}"
-            )
+
+
+def _item_checker(param: Param):
+    """Whether one value (one item of a list) is allowed."""
+    if param.kind == "bool":
+        return lambda item: item in (0, 1)
+    if param.allowed is None:
+        return lambda item: True
+    return param.allowed.check
 
 
 def _number(value: float) -> str:

@@ -1,8 +1,10 @@
 """Split a validated call into denoising passes (:class:`PlaneOptions`), one per plane group.
 
-``channels`` and the per-plane strengths decide which planes are denoised together; the
-planes that no pass writes are passed through untouched by the bridge. BM3D uses the same
-groups; its chroma pass filters each chroma plane on its own (see :class:`PlaneOptions`).
+``Denoise``: ``channels`` and the per-plane strengths decide which planes are denoised
+together. BM3D uses the same groups; its chroma pass filters each chroma plane on its own (see
+:class:`PlaneOptions`). ``BM3D``: planes with the same settings share a pass, and ``chroma``
+makes one joint pass. The planes that no pass writes are passed through untouched by the
+bridge.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._layout import family_name
 from ._options import ColorFamily, Distance, FrameLayout, PlaneOptions, WeightMode
 
-__all__ = ["plan_passes", "untouched_planes"]
+__all__ = ["plan_bm3d_passes", "plan_passes", "untouched_planes"]
 
 #: Plane groups and distances for each ``channels`` value on YUV and GRAY clips.
 _YUV_GROUPS = {
@@ -45,7 +48,7 @@ def plan_passes(
 
 def untouched_planes(layout: FrameLayout, passes: tuple[PlaneOptions, ...]) -> tuple[int, ...]:
     """Planes no pass writes: the bridge shares them with the source frame, bit for bit."""
-    written = {plane for options in passes for plane in options.planes}
+    written = {plane for options in passes for plane in options.written_planes}
     return tuple(p for p in range(layout.num_planes) if p not in written)
 
 
@@ -91,13 +94,18 @@ def _check_overrides(function: str, values: Mapping[str, Any], groups: list, cha
                 )
 
 
-def _check_bm3d_size(function: str, layout: FrameLayout, groups: list) -> None:
-    """Reject planes smaller than one BM3D block now rather than at the first frame."""
+def _check_bm3d_size(
+    function: str, layout: FrameLayout, groups: list, setting: str = "algorithm='bm3d'"
+) -> None:
+    """Reject planes smaller than one BM3D block now rather than at the first frame.
+
+    `setting` names what asks for BM3D on these planes, for the message.
+    """
     for planes, _ in groups:
         height, width = layout.plane_shape(planes[-1])
         if min(height, width) < _BM3D_MIN_SIZE:
             raise ValueError(
-                f"avdenoise.{function}: algorithm='bm3d' needs planes of at least "
+                f"avdenoise.{function}: {setting} needs planes of at least "
                 f"{_BM3D_MIN_SIZE}x{_BM3D_MIN_SIZE} pixels, got {width}x{height} "
                 f"(plane {planes[-1]})"
             )
@@ -111,36 +119,131 @@ def _setting(values: Mapping[str, Any], base: str, distance: Distance) -> Any:
 
 
 def _pass(values: Mapping[str, Any], planes: tuple[int, ...], distance: Distance) -> PlaneOptions:
-    common = dict(
-        algorithm=values["algorithm"],
-        planes=planes,
-        distance=distance,
-        strength=float(_setting(values, "strength", distance)),
-        radius=values["radius"],
-        has_ref=values["ref"] is not None,
-    )
+    strength = float(_setting(values, "strength", distance))
     if values["algorithm"] == "bm3d":
-        return PlaneOptions(
-            **common,
-            search_radius=None,
-            patch_radius=None,
-            wmode=None,
-            wref=None,
-            stages=values["stages"],
+        return _bm3d_pass(
+            values,
+            planes,
+            distance,
+            (strength,) * len(planes),
             lambda_ht=float(_setting(values, "lambda_ht", distance)),
             mismatch_scale=float(_setting(values, "mismatch_scale", distance)),
-            block_step=values["block_step"],
-            bm_range=values["bm_range"],
-            ps_num=values["ps_num"],
-            ps_range=values["ps_range"],
+            **{name: values[name] for name in _BM3D_GRID},
         )
     return PlaneOptions(
-        **common,
+        algorithm="nlm",
+        planes=planes,
+        distance=distance,
+        strength=strength,
+        radius=values["radius"],
+        has_ref=values["ref"] is not None,
         search_radius=values["search_radius"],
         patch_radius=values["patch_radius"],
         wmode=WeightMode(values["wmode"]),
         wref=float(values["wref"]),
     )
+
+
+#: BM3D settings of the block grid and search, which BM3D takes per plane.
+_BM3D_GRID = ("block_step", "bm_range", "ps_num", "ps_range")
+
+
+def _bm3d_pass(
+    values: Mapping[str, Any],
+    planes: tuple[int, ...],
+    distance: Distance,
+    strengths: tuple[float, ...],
+    **settings: Any,
+) -> PlaneOptions:
+    """A BM3D pass; `settings` holds lambda_ht, mismatch_scale and the :data:`_BM3D_GRID`.
+
+    With ``ref`` only the Wiener stage runs, with ``ref`` as its pilot (see
+    :class:`PlaneOptions`); lambda_ht is then kept but not read.
+    """
+    return PlaneOptions(
+        algorithm="bm3d",
+        planes=planes,
+        distance=distance,
+        strength=strengths[0],
+        radius=values["radius"],
+        search_radius=None,
+        patch_radius=None,
+        wmode=None,
+        wref=None,
+        has_ref=values["ref"] is not None,
+        stages=values["stages"],
+        plane_strengths=strengths if len(set(strengths)) > 1 else None,
+        **settings,
+    )
+
+
+def plan_bm3d_passes(
+    function: str, values: Mapping[str, Any], layout: FrameLayout
+) -> tuple[PlaneOptions, ...]:
+    """The passes of a ``BM3D`` call, with BM3DCUDA's meaning of its arguments.
+
+    Without ``ref`` the hard-thresholding stage runs (``stages=1``), with it the Wiener stage
+    alone (``stages=2, has_ref=True``). Per-plane lists are padded with their last value;
+    planes of sigma 0 get no pass (with ``chroma`` they are read but not written), and chroma
+    planes of equal settings share one.
+
+    Raises
+    ------
+    ValueError
+        For ``chroma`` on a clip that is not YUV 4:4:4, or a processed plane smaller than
+        one block.
+    """
+    count = layout.num_planes
+    lists = {name: _pad(values[name], count) for name in ("sigma", *_BM3D_GRID)}
+    sigma = lists["sigma"]
+    if values["chroma"]:
+        _check_joint_format(function, layout)
+        groups = [((0, 1, 2), Distance.YUV)] if any(sigma) else []
+    else:
+        groups = _bm3d_plane_groups(lists)
+    _check_bm3d_size(function, layout, groups, setting="sigma > 0")
+    values = {**values, "stages": 2 if values["ref"] is not None else 1}
+    return tuple(
+        _bm3d_pass(
+            values,
+            planes,
+            distance,
+            tuple(float(sigma[p]) for p in planes),
+            lambda_ht=float(values["lambda_ht"]),
+            mismatch_scale=float(values["mismatch_scale"]),
+            **{name: lists[name][planes[0]] for name in _BM3D_GRID},
+        )
+        for planes, distance in groups
+    )
+
+
+def _pad(items: list, count: int) -> list:
+    """A per-plane list, one item per plane: the last item repeats, extra items are ignored."""
+    return (list(items) + [items[-1]] * count)[:count]
+
+
+def _bm3d_plane_groups(lists: Mapping[str, list]) -> list[tuple[tuple[int, ...], Distance]]:
+    """Plane groups of ``BM3D(chroma=False)``: every plane on its own, sigma-0 planes left out.
+
+    Plane 0 is a ``LUMA`` pass and the others ``CHROMA`` (each plane on its own, whatever the
+    colour family); the two chroma planes share a pass when all their settings agree.
+    """
+    settings = [tuple(values[p] for values in lists.values()) for p in range(len(lists["sigma"]))]
+    processed = [p for p, value in enumerate(lists["sigma"]) if value > 0]
+    groups = [((0,), Distance.LUMA)] if 0 in processed else []
+    chroma = [p for p in processed if p > 0]
+    if len(chroma) == 2 and settings[1] == settings[2]:
+        return [*groups, ((1, 2), Distance.CHROMA)]
+    return groups + [((p,), Distance.CHROMA) for p in chroma]
+
+
+def _check_joint_format(function: str, layout: FrameLayout) -> None:
+    """CBM3D (``chroma=True``) matches blocks on luma for co-sited planes: YUV 4:4:4 only."""
+    if layout.color_family is not ColorFamily.YUV or layout.subsampling_w or layout.subsampling_h:
+        raise ValueError(
+            f"avdenoise.{function}: chroma=True needs a YUV 4:4:4 clip (all planes are matched "
+            f"on luma), got {family_name(layout)}"
+        )
 
 
 def _reject(function: str, channels: str, needs: str) -> None:

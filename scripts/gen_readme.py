@@ -11,12 +11,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from avdenoise_vs._params import DENOISE_PARAMS, NLMEANS_PARAMS  # noqa: E402
+from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS  # noqa: E402
 from avdenoise_vs._paramspec import markdown_table  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: marker name in README.md -> the parameter table generated between its markers.
-TABLES = {"parameters": DENOISE_PARAMS, "nlmeans-parameters": NLMEANS_PARAMS}
+TABLES = {
+    "parameters": DENOISE_PARAMS,
+    "nlmeans-parameters": NLMEANS_PARAMS,
+    "bm3d-parameters": BM3D_PARAMS,
+}
 
 
 def render(text: str) -> str:

@@ -157,11 +157,14 @@ class _FramePool:
         return numbers, tuple(self.views[f % len(self.views)] for f in numbers)
 
 
-def throughput(backend, fmt, passes, frames: int, threads: int, start: int) -> float:
-    """Frames per second over frames start .. start+frames-1 with `threads` threads."""
+def throughput(backend, fmt, passes, frames: int, threads: int, start: int, pool=None) -> float:
+    """Frames per second over frames start .. start+frames-1 with `threads` threads.
+
+    `pool` gives the host frames (``window(n, radius, num_frames)``); default: random ones.
+    """
     radius = passes[0].radius
     planes = sorted({p for o in passes for p in o.planes})
-    pool = _FramePool(fmt, 8, seed=1)
+    pool = pool or _FramePool(fmt, 8, seed=1)
     num_frames = start + frames + radius + 1
     inputs = 2 if passes[0].has_ref else 1
     counter = iter(range(start, start + frames))

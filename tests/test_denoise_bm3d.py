@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._reference.bm3d import bm3d
+from avdenoise_vs._reference.bm3d import bm3d, bm3d_final
 from avdenoise_vs.sample import psnr
 
 from .vsclips import clip_from_planes, frame_planes, random_planes
@@ -21,20 +21,26 @@ def make_clip(core, fmt, seed=0):
     return clip_from_planes(core, fmt, frames), frames
 
 
-def expected_frame(fmt, frames, n, radius, groups, sigma, stages=2):
+def expected_frame(fmt, frames, n, radius, groups, sigma, stages=2, ref_frames=None):
     """What Denoise must output for frame n: the reference on the clamped window, 8-bit scale.
 
-    `groups` lists (planes, joint, opp) per pass.
+    `groups` lists (planes, joint, opp) per pass. With `ref_frames`, the Wiener stage alone,
+    piloted by them.
     """
     peak = 1.0 if fmt.sample_type == vs.FLOAT else (1 << fmt.bits_per_sample) - 1
     numbers = [min(max(n + t, 0), len(frames) - 1) for t in range(-radius, radius + 1)]
     out = [p.copy() for p in frames[n]]
     for planes, joint, opp in groups:
-        window = [np.stack([frames[m][p].astype(np.float64) for p in planes]) * 255 / peak
-                  for m in numbers]
-        if opp:
-            window = [np.einsum("ij,jhw->ihw", OPP, w) for w in window]
-        result = bm3d(window, radius, sigma, stages=stages, joint=joint)
+
+        def window(source, planes=planes, opp=opp):
+            stacked = [np.stack([source[m][p].astype(np.float64) for p in planes]) * 255 / peak
+                       for m in numbers]
+            return [np.einsum("ij,jhw->ihw", OPP, w) for w in stacked] if opp else stacked
+
+        if ref_frames is None:
+            result = bm3d(window(frames), radius, sigma, stages=stages, joint=joint)
+        else:
+            result = bm3d_final(window(frames), window(ref_frames), radius, sigma, joint=joint)
         if opp:
             result = np.einsum("ij,ihw->jhw", OPP, result)
         for i, p in enumerate(planes):
@@ -115,10 +121,36 @@ def test_per_pass_overrides_reach_their_pass_only(core):
             assert np.array_equal(got[p], base[p]) != (p in changed), (override, p)
 
 
-def test_ref_is_nlm_only(core):
-    clip, _ = make_clip(core, core.get_video_format(vs.GRAY8))
-    with pytest.raises(vs.Error, match=r"ref is not used by algorithm='bm3d'"):
-        core.avdenoise.Denoise(clip, ref=clip, algorithm="bm3d")
+@pytest.mark.parametrize("fmt_id, channels, groups", [
+    (vs.GRAY16, "luma", [((0,), False, False)]),
+    (vs.RGBS, "rgb", [((0, 1, 2), True, True)]),
+])
+def test_ref_pilots_the_wiener_stage_alone(core, fmt_id, channels, groups):
+    """ref is the basic estimate: same scaling and colour transform as the clip."""
+    fmt = core.get_video_format(fmt_id)
+    clip, frames = make_clip(core, fmt)
+    basic, pilots = make_clip(core, fmt, seed=10)
+    out = core.avdenoise.Denoise(clip, ref=basic, algorithm="bm3d", channels=channels, radius=1,
+                                 strength=12.0, device="cpu")
+    for n in (0, 1):
+        got = frame_planes(out.get_frame(n))
+        want = expected_frame(fmt, frames, n, 1, groups, 12.0, ref_frames=pilots)
+        for g, w in zip(got, want, strict=True):
+            if fmt.sample_type == vs.FLOAT:
+                np.testing.assert_allclose(g, w, atol=1e-5)
+            else:
+                np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(stages=1), r"stages=1 cannot take ref \(ref is the pilot of the Wiener stage"),
+    (dict(lambda_ht=3.0), r"lambda_ht is not used with ref \(only the Wiener stage runs\)"),
+    (dict(chroma_lambda_ht=3.0), r"chroma_lambda_ht is not used with ref"),
+])
+def test_ref_skips_the_hard_thresholding_stage(core, kwargs, message):
+    clip, _ = make_clip(core, core.get_video_format(vs.YUV420P8))
+    with pytest.raises(vs.Error, match=r"avdenoise\.Denoise: " + message):
+        core.avdenoise.Denoise(clip, ref=clip, algorithm="bm3d", **kwargs)
 
 
 def test_denoising_a_real_picture_raises_psnr(core):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from avdenoise_vs._bridge import plugin_functions
-from avdenoise_vs._params import DENOISE_PARAMS
-from avdenoise_vs._paramspec import markdown_table
+from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
+from avdenoise_vs._paramspec import Param, Range, markdown_table, parse_arguments
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -19,10 +21,31 @@ def test_registered_signature_lists_every_parameter(core):
     assert core.avdenoise.Denoise.signature.replace(" ", "") == registered
 
 
-def test_readme_table_is_generated_from_the_code():
-    assert markdown_table(DENOISE_PARAMS) in README.read_text(), (
+@pytest.mark.parametrize("params", [DENOISE_PARAMS, NLMEANS_PARAMS, BM3D_PARAMS])
+def test_readme_table_is_generated_from_the_code(params):
+    assert markdown_table(params) in README.read_text(), (
         "README.md is out of date: run python scripts/gen_readme.py"
     )
+
+
+def test_lists_and_bools():
+    """Per-plane lists check every item and their length; bools take 0 or 1."""
+    params = (
+        Param("x", "float[]", "A list.", default=[1.0], allowed=Range(0.0), max_items=3),
+        Param("flag", "bool", "A flag.", default=False),
+    )
+    assert parse_arguments("F", params, {}) == {"x": [1.0], "flag": False}
+    assert parse_arguments("F", params, {"x": [2.0, 0.0], "flag": [1]}) == {
+        "x": [2.0, 0.0],
+        "flag": True,
+    }
+    for args, message in [
+        ({"x": [1.0, -1.0]}, "x must be a list of 1 to 3 items, each item a number >= 0, got"),
+        ({"x": [1.0] * 4}, "x must be a list of 1 to 3 items"),
+        ({"flag": [2]}, "flag must be True or False, got 2"),
+    ]:
+        with pytest.raises(ValueError, match=r"avdenoise\.F: " + message):
+            parse_arguments("F", params, args)
 
 
 def test_every_parameter_is_documented():

@@ -1,4 +1,4 @@
-"""Memoized kernel factories: one compiled kernel per :class:`~._source.NlmSpec` and device.
+"""Memoized kernel factories: one compiled module per spec and device.
 
 CuPy compiles on first launch and keeps the binary in its own on-disk cache, which already
 handles several processes; nothing here writes files.
@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import cupy
 
+from ._bm3d_source import Bm3dSpec, bm3d_source
 from ._source import CUDA_OPTIONS, NlmSpec, nlm_source
 
-__all__ = ["get_nlm_main_kernel"]
+__all__ = ["BM3D_KERNELS", "get_bm3d_kernels", "get_nlm_main_kernel"]
+
+#: The kernels of a BM3D module (see bm3d.cuh).
+BM3D_KERNELS = ("bm3d_load", "bm3d_hard", "bm3d_finish", "bm3d_wiener")
 
 
 @cupy.memoize(for_each_device=True)
@@ -18,3 +22,11 @@ def get_nlm_main_kernel(spec: NlmSpec) -> cupy.RawKernel:
     """The fused NLM kernel for `spec` on the current device (compiled on first launch)."""
     source, name = nlm_source(spec)
     return cupy.RawKernel(source, name, options=CUDA_OPTIONS)
+
+
+@cupy.memoize(for_each_device=True)
+def get_bm3d_kernels(spec: Bm3dSpec) -> dict[str, cupy.RawKernel]:
+    """The BM3D kernels for `spec` on the current device, by name; one module, compiled once
+    (CuPy shares the module of equal sources)."""
+    source = bm3d_source(spec)
+    return {name: cupy.RawKernel(source, name, options=CUDA_OPTIONS) for name in BM3D_KERNELS}

@@ -83,8 +83,38 @@ class _Pinned:
         }
 
 
+def _new_pass(options: PlaneOptions, layout, offsets, pitches, shared_limit: int, device_id):
+    """The GPU pass object of one :class:`PlaneOptions`: NLM or BM3D.
+
+    Raises BackendUnavailable when the device lacks the shared memory the pass needs.
+    """
+    if options.algorithm == "bm3d":
+        from .bm3d import MAX_PLANE_SIDE, Bm3dPass
+
+        npass = Bm3dPass(options, layout, offsets, pitches)
+        if max(layout.width, layout.height) > MAX_PLANE_SIDE:
+            raise BackendUnavailable(f"BM3D planes are at most {MAX_PLANE_SIDE} pixels a side")
+        needed = npass.spec.shared_bytes(npass.run_wiener)
+        setting = f"bm_range={options.bm_range} with radius={options.radius}"
+    else:
+        from .nlm import NlmPass, choose_tile_height
+
+        probe = NlmPass(options, layout, offsets, offsets, pitches, 32)
+        tile_height = choose_tile_height(probe.spec, shared_limit)
+        if tile_height is not None:
+            return NlmPass(options, layout, offsets, offsets, pitches, tile_height)
+        npass, needed = None, shared_limit + 1
+        setting = f"search_radius={options.search_radius} with patch_radius={options.patch_radius}"
+    if needed > shared_limit:
+        raise BackendUnavailable(
+            f"{setting} needs more shared memory per block than device {device_id} has "
+            f"({shared_limit} bytes)"
+        )
+    return npass
+
+
 class CudaBackend:
-    """Denoise frames with the fused NLM kernel on one CUDA device.
+    """Denoise frames with the NLM and BM3D kernels on one CUDA device.
 
     Parameters
     ----------
@@ -137,7 +167,6 @@ class CudaBackend:
             raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
 
         from ._cache import FrameCache
-        from .nlm import NlmPass, choose_tile_height
 
         self._runtime = cupy.cuda.runtime
         self._cupy = cupy
@@ -178,19 +207,10 @@ class CudaBackend:
             shared_limit = runtime.deviceGetAttribute(
                 runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id
             )
-            self._passes = []
-            for options in passes:
-                probe = NlmPass(options, layout, offsets, offsets, pitches, 32)
-                tile_height = choose_tile_height(probe.spec, shared_limit)
-                if tile_height is None:
-                    raise BackendUnavailable(
-                        f"search_radius={options.search_radius} with "
-                        f"patch_radius={options.patch_radius} needs more shared memory per "
-                        f"block than device {device_id} has ({shared_limit} bytes)"
-                    )
-                self._passes.append(
-                    NlmPass(options, layout, offsets, offsets, pitches, tile_height)
-                )
+            self._passes = [
+                _new_pass(options, layout, offsets, pitches, shared_limit, device_id)
+                for options in passes
+            ]
             if cache_slots is None:
                 free, _ = cupy.cuda.runtime.memGetInfo()
                 wanted = self._num_inputs * (2 * self._window + 24)
@@ -203,7 +223,9 @@ class CudaBackend:
         self._states_lock = threading.Lock()
         # (plane, dst byte offset in the output buffer, pitch, row bytes, rows) per written plane
         self._downloads = [
-            (plane, *self._geometry[plane]) for options in passes for plane in options.planes
+            (plane, *self._geometry[plane])
+            for options in passes
+            for plane in options.written_planes
         ]
 
     # -- the bridge's frame protocol ------------------------------------------------------
@@ -237,7 +259,7 @@ class CudaBackend:
             tuple(tuple(plane(p) for p in range(layout.num_planes)) for _ in frame_numbers)
             for _ in range(self._num_inputs)
         )
-        written = {p for options in self.passes for p in options.planes}
+        written = {p for options in self.passes for p in options.written_planes}
         dst = tuple(plane(p) if p in written else None for p in range(layout.num_planes))
         self._run(_WARM_BASE, frame_numbers, windows, dst)
         self._cache.forget(
@@ -248,7 +270,8 @@ class CudaBackend:
         """Device memory this backend holds: cached frames and per-thread output buffers."""
         with self._states_lock:
             threads = len(self._states)
-        return self._cache.memory_bytes() + threads * self._buffer_bytes
+        own = sum(npass.memory_bytes() for npass in self._passes)
+        return self._cache.memory_bytes() + threads * self._buffer_bytes + own
 
     # -- internals ------------------------------------------------------------------------
 
@@ -268,6 +291,7 @@ class CudaBackend:
         keys = [(base + i, f) for i in range(self._num_inputs) for f in distinct]
         entries, fresh = self._cache.acquire(keys)
         synced = False
+        leases = []  # per-pass resources held until the stream has synchronized
         try:
             for index, entry in enumerate(fresh):
                 input_index, frame = entry.key
@@ -289,13 +313,10 @@ class CudaBackend:
             guides = (
                 [slots[(base + 1, f)] for f in frame_numbers] if self._num_inputs == 2 else values
             )
-            for npass, (record, view) in zip(self._passes, state.args, strict=True):
-                window = npass.window
-                view[:window] = guides if npass.options.has_ref else values
-                view[window : 2 * window] = values
-                npass.function()(
-                    npass.grid, npass.block, (record,), npass.shared_bytes, state.stream
-                )
+            for npass, args in zip(self._passes, state.args, strict=True):
+                lease = npass.launch(args, values, guides, state.stream)
+                if lease is not None:
+                    leases.append((npass, lease))
             out_ptr = state.out_ptr
             if self._stage_down:
                 down = state.down
@@ -328,6 +349,8 @@ class CudaBackend:
                 except Exception:  # the original error matters more
                     logger.debug("avdenoise: stream synchronize after an error failed")
             self._cache.release(entries)
+            for npass, lease in leases:
+                npass.release(lease)
 
     def _upload(self, entry, planes, state: _ThreadState, index: int) -> None:
         """Queue the copies of one frame's planes into its slot and record the slot's event.

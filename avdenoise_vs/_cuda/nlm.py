@@ -163,6 +163,21 @@ class NlmPass:
         record["out"] = out_ptr
         return record, record.view(np.int64)
 
+    def launch(self, args, values: list, guides: list, stream) -> None:
+        """Queue this pass's kernel for one frame on `stream` (window slot addresses)."""
+        record, view = args
+        window = self.window
+        view[:window] = guides if self.options.has_ref else values
+        view[window : 2 * window] = values
+        self.function()(self.grid, self.block, (record,), self.shared_bytes, stream)
+
+    def release(self, lease) -> None:
+        """Nothing to give back: an NLM pass holds no per-frame resources."""
+
+    def memory_bytes(self) -> int:
+        """Device memory of its own: none (the backend owns slots and output buffers)."""
+        return 0
+
     def function(self):
         """The compiled kernel on the current device (compiles on first use)."""
         function = self._function

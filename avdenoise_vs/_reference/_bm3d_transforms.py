@@ -23,9 +23,11 @@ __all__ = [
     "coefficient_std",
     "dct_matrix",
     "forward_2d",
+    "forward_matrix",
     "group_transform",
     "haar_matrix",
     "inverse_2d",
+    "inverse_matrix",
     "kaiser_window",
 ]
 
@@ -121,6 +123,16 @@ def coefficient_std(matrix_key: str) -> np.ndarray:
 
 
 _MATRICES = {"dct": dct_matrix, "bior1.5": bior15_matrix}
+
+
+def forward_matrix(matrix_key: str) -> np.ndarray:
+    """Return the 8x8 matrix ``T`` of a 2-D transform (``"dct"`` or ``"bior1.5"``)."""
+    return _MATRICES[matrix_key]()
+
+
+def inverse_matrix(matrix_key: str) -> np.ndarray:
+    """Return the exact inverse of :func:`forward_matrix` (its transpose when orthonormal)."""
+    return _inverse(matrix_key)
 
 
 def forward_2d(blocks: np.ndarray, matrix_key: str) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._options import Distance, FrameLayout, PlaneOptions, SampleType
 from .._planes import plane_array
-from .bm3d import bm3d
+from .bm3d import bm3d, bm3d_final
 from .nlm import nlm
 
 __all__ = ["OPP", "NumpyBackend"]
@@ -42,7 +42,8 @@ _BM3D_SCALE = 255.0
 
 class NumpyBackend:
     """Denoise each requested frame with the reference :func:`~avdenoise_vs._reference.nlm.nlm`
-    or :func:`~avdenoise_vs._reference.bm3d.bm3d`, in float64.
+    or :func:`~avdenoise_vs._reference.bm3d.bm3d` (``bm3d_final`` with a ``ref`` pilot), in
+    float64.
 
     Parameters
     ----------
@@ -63,7 +64,7 @@ class NumpyBackend:
         center = len(frame_numbers) // 2
         for options in self.passes:
             if options.algorithm == "bm3d":
-                self._bm3d_pass(options, center, windows[0], dst)
+                self._bm3d_pass(options, center, windows, dst)
             else:
                 self._nlm_pass(options, center, windows, dst)
 
@@ -85,25 +86,15 @@ class NumpyBackend:
         for index, plane in enumerate(options.planes):
             self._store(dst[plane], plane, out[index])
 
-    def _bm3d_pass(self, options: PlaneOptions, center: int, window: tuple, dst: tuple) -> None:
+    def _bm3d_pass(self, options: PlaneOptions, center: int, windows: tuple, dst: tuple) -> None:
         """One BM3D pass in 8-bit scale: OPP for RGB, joint for YUV/RGB, else per plane.
 
-        Samples go to 8-bit scale (``value * 255 / peak``), where sigma = strength. Float
-        chroma (centred at 0) stays centred at 0, which BM3D does not mind: hard thresholding
-        keeps the group DC, and the Wiener gain of a DC of 8 sqrt(N) times the local mean
-        (N blocks) is 1 unless that mean is within a small fraction of a code of 0.
+        With ``has_ref`` only the Wiener stage runs, piloted by the ``ref`` window (see
+        :class:`~avdenoise_vs._options.PlaneOptions`).
         """
-        peak = self.layout.peak
-        frames = [self._stack(frame, options.planes) * _BM3D_SCALE / peak for frame in window]
-        rgb = options.distance is Distance.RGB
-        if rgb:
-            frames = [np.einsum("ij,jhw->ihw", OPP, f) for f in frames]
-        out = bm3d(
-            frames,
-            center,
-            options.strength,
-            stages=options.stages,
-            lambda_ht=options.lambda_ht,
+        frames = self._bm3d_window(options, windows[0])
+        sigma = options.plane_strengths or options.strength
+        common = dict(
             block_step=options.block_step,
             bm_range=options.bm_range,
             ps_num=options.ps_num,
@@ -111,10 +102,32 @@ class NumpyBackend:
             mismatch_scale=options.mismatch_scale,
             joint=options.distance in (Distance.YUV, Distance.RGB),
         )
-        if rgb:
+        if options.has_ref:
+            pilot = self._bm3d_window(options, windows[1])
+            out = bm3d_final(frames, pilot, center, sigma, **common)
+        else:
+            out = bm3d(
+                frames, center, sigma, stages=options.stages, lambda_ht=options.lambda_ht, **common
+            )
+        if options.distance is Distance.RGB:
             out = np.einsum("ij,ihw->jhw", OPP, out)  # OPP^-1 = OPP^T
         for index, plane in enumerate(options.planes):
-            self._store(dst[plane], plane, out[index] / _BM3D_SCALE)
+            if plane in options.written_planes:
+                self._store(dst[plane], plane, out[index] / _BM3D_SCALE)
+
+    def _bm3d_window(self, options: PlaneOptions, window: tuple) -> list[np.ndarray]:
+        """A window's planes of the pass in 8-bit scale (``value * 255 / peak``), OPP for RGB.
+
+        BM3D's sigma is the strength there. Float chroma (centred at 0) stays centred at 0,
+        which BM3D does not mind: hard thresholding keeps the group DC, and the Wiener gain of
+        a DC of 8 sqrt(N) times the local mean (N blocks) is 1 unless that mean is within a
+        small fraction of a code of 0.
+        """
+        peak = self.layout.peak
+        frames = [self._stack(frame, options.planes) * _BM3D_SCALE / peak for frame in window]
+        if options.distance is Distance.RGB:
+            frames = [np.einsum("ij,jhw->ihw", OPP, f) for f in frames]
+        return frames
 
     def _stack(self, frame: Sequence, planes: tuple[int, ...]) -> np.ndarray:
         """The pass's planes of one frame, stacked, as float64 sample values."""
