@@ -124,4 +124,5 @@ def _build_plan(
         return FilterPlan(("clip",), 0, tuple(range(layout.num_planes)), backend)
     backend = select_backend(function, values["device"], values["accelerators"], passes, layout)
     inputs = ("clip", ref_arg) if values["ref"] is not None else ("clip",)
-    return FilterPlan(inputs, values["radius"], untouched_planes(layout, passes), backend)
+    radius = max(options.window_radius for options in passes)
+    return FilterPlan(inputs, radius, untouched_planes(layout, passes), backend)

@@ -165,6 +165,19 @@ class PlaneOptions:
     plane_strengths: tuple[float, ...] | None = None
 
     @property
+    def window_radius(self) -> int:
+        """Frames on each side of n that one output frame reads.
+
+        NLM: `radius`. V-BM3D (see ``_reference/vbm3d.py``): each frame's groups span its own
+        window of ``2 radius + 1``, so one stage reads ``2 radius`` on each side, and two
+        stages, whose pilots are basic estimates of such frames, ``4 radius``.
+        """
+        if self.algorithm != "bm3d":
+            return self.radius
+        stages = 2 if self.stages == 2 and not self.has_ref else 1
+        return 2 * stages * self.radius
+
+    @property
     def written_planes(self) -> tuple[int, ...]:
         """Planes this pass writes: all of `planes` but those of `plane_strengths` 0."""
         if self.plane_strengths is None:

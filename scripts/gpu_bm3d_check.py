@@ -66,26 +66,29 @@ class _Pool:
         return numbers, frames
 
 
-def kernel_ms(backend, repeats: int = 10) -> dict[str, float]:
-    """GPU time per frame of each kernel of the first pass (after one untimed frame)."""
+def kernel_ms(backend, fmt, passes, pool, frames: int = 12, start: int = 500) -> dict:
+    """GPU time per output frame of each kernel, from CUDA events around every launch of a
+    single-threaded run (steady state: cached sums are reused as in a real render)."""
     npass = backend._passes[0]
-    stream = cupy.cuda.Stream(non_blocking=True)
-    workspace = npass._acquire()
-    kernels = npass._kernels
-    times = {}
+    original = npass._run
+    events = []
+
+    def timed(name, record, stream, frames=1):
+        begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+        begin.record(stream)
+        original(name, record, stream, frames)
+        end.record(stream)
+        events.append((name, begin, end))
+
+    npass._run = timed
     try:
-        for (name, grid, shared, _), record in zip(npass._launches, workspace.records):
-            block = (128,) if shared else (32, 8, 1)
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(stream)
-            for _ in range(repeats):
-                kernels[name](grid, block, (record,), shared, stream)
-            stop.record(stream)
-            stop.synchronize()
-            label = name if name not in times else name + "2"
-            times[label] = cupy.cuda.get_elapsed_time(start, stop) / repeats
+        throughput(backend, fmt, passes, frames, 1, start=start, pool=pool)
     finally:
-        npass.release(workspace)
+        del npass._run
+    times: dict[str, float] = {}
+    for name, begin, end in events:
+        end.synchronize()
+        times[name] = times.get(name, 0.0) + cupy.cuda.get_elapsed_time(begin, end) / frames
     return times
 
 
@@ -96,7 +99,7 @@ def time_config(name: str, fmt, passes, frames: int) -> dict:
     warm_s = time.perf_counter() - t0
     pool = _Pool(fmt)
     throughput(backend, fmt, passes, 32, 16, start=100, pool=pool)
-    kernels = kernel_ms(backend)
+    kernels = kernel_ms(backend, fmt, passes, pool)
     fps1 = throughput(backend, fmt, passes, max(frames // 4, 16), 1, start=300, pool=pool)
     fps16 = throughput(backend, fmt, passes, frames, 16, start=1000, pool=pool)
     return dict(config=name, fps16=fps16, fps1=fps1, kernels=kernels, warm_s=warm_s,

@@ -162,7 +162,7 @@ def throughput(backend, fmt, passes, frames: int, threads: int, start: int, pool
 
     `pool` gives the host frames (``window(n, radius, num_frames)``); default: random ones.
     """
-    radius = passes[0].radius
+    radius = passes[0].window_radius
     planes = sorted({p for o in passes for p in o.planes})
     pool = pool or _FramePool(fmt, 8, seed=1)
     num_frames = start + frames + radius + 1
@@ -229,7 +229,7 @@ class _TimedRuntime:
 
 def gil_held_us(backend, fmt, passes, frames: int, start: int) -> tuple[float, float]:
     """(wall us per frame single-threaded, GIL-held us per frame upper bound)."""
-    radius = passes[0].radius
+    radius = passes[0].window_radius
     planes = sorted({p for o in passes for p in o.planes})
     pool = _FramePool(fmt, 8, seed=2)
     inputs = 2 if passes[0].has_ref else 1

@@ -12,7 +12,7 @@ from avdenoise_vs._options import Distance
 from avdenoise_vs._params import BM3D_PARAMS
 from avdenoise_vs._paramspec import parse_arguments
 from avdenoise_vs._passes import plan_bm3d_passes
-from avdenoise_vs._reference.bm3d import bm3d, bm3d_final
+from avdenoise_vs._reference.vbm3d import FrameList, vbm3d
 
 from .vsclips import clip_from_planes, frame_planes, random_planes
 
@@ -33,25 +33,21 @@ def expected_frame(fmt, frames, n, sigma, radius=0, chroma=False, ref_frames=Non
     estimate alone, or with `ref_frames` the Wiener stage alone, piloted by them."""
     peak = 1.0 if fmt.sample_type == vs.FLOAT else (1 << fmt.bits_per_sample) - 1
     sigma = (list(sigma) + [sigma[-1]] * 3)[: fmt.num_planes]
-    numbers = [min(max(n + t, 0), len(frames) - 1) for t in range(-radius, radius + 1)]
     groups = [((0, 1, 2), True)] if chroma else [((p,), False) for p in range(fmt.num_planes)]
     out = [p.copy() for p in frames[n]]
     for planes, joint in groups:
         if not any(sigma[p] for p in planes):
             continue
 
-        def window(source, planes=planes):
-            return [
-                np.stack([source[m][p].astype(np.float64) for p in planes]) * 255 / peak
-                for m in numbers
-            ]
+        def clip(source, planes=planes):
+            return FrameList(
+                [np.stack([f[p].astype(np.float64) for p in planes]) * 255 / peak for f in source]
+            )
 
-        common = dict(joint=joint, **BM3DCUDA_GRID)
         s = [sigma[p] for p in planes]
-        if ref_frames is None:
-            result = bm3d(window(frames), radius, s, stages=1, **common)
-        else:
-            result = bm3d_final(window(frames), window(ref_frames), radius, s, **common)
+        pilot = None if ref_frames is None else clip(ref_frames)
+        result = vbm3d(clip(frames), n, s, radius=radius, stages=1 if pilot is None else 2,
+                       pilot=pilot, joint=joint, **BM3DCUDA_GRID)
         for i, p in enumerate(planes):
             if sigma[p] > 0:
                 out[p] = _to_format(fmt, result[i] / 255, peak)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._reference.bm3d import bm3d, bm3d_final
+from avdenoise_vs._reference.vbm3d import FrameList, vbm3d
 from avdenoise_vs.sample import psnr
 
 from .vsclips import clip_from_planes, frame_planes, random_planes
@@ -22,25 +22,24 @@ def make_clip(core, fmt, seed=0):
 
 
 def expected_frame(fmt, frames, n, radius, groups, sigma, stages=2, ref_frames=None):
-    """What Denoise must output for frame n: the reference on the clamped window, 8-bit scale.
+    """What Denoise must output for frame n: the clip-level reference (V-BM3D), 8-bit scale.
 
     `groups` lists (planes, joint, opp) per pass. With `ref_frames`, the Wiener stage alone,
     piloted by them.
     """
     peak = 1.0 if fmt.sample_type == vs.FLOAT else (1 << fmt.bits_per_sample) - 1
-    numbers = [min(max(n + t, 0), len(frames) - 1) for t in range(-radius, radius + 1)]
     out = [p.copy() for p in frames[n]]
     for planes, joint, opp in groups:
 
-        def window(source, planes=planes, opp=opp):
-            stacked = [np.stack([source[m][p].astype(np.float64) for p in planes]) * 255 / peak
-                       for m in numbers]
-            return [np.einsum("ij,jhw->ihw", OPP, w) for w in stacked] if opp else stacked
+        def clip(source, planes=planes, opp=opp):
+            stacked = [np.stack([f[p].astype(np.float64) for p in planes]) * 255 / peak
+                       for f in source]
+            return FrameList([np.einsum("ij,jhw->ihw", OPP, w) for w in stacked] if opp
+                             else stacked)
 
-        if ref_frames is None:
-            result = bm3d(window(frames), radius, sigma, stages=stages, joint=joint)
-        else:
-            result = bm3d_final(window(frames), window(ref_frames), radius, sigma, joint=joint)
+        pilot = None if ref_frames is None else clip(ref_frames)
+        result = vbm3d(clip(frames), n, sigma, radius=radius, stages=stages, pilot=pilot,
+                       joint=joint)
         if opp:
             result = np.einsum("ij,ihw->jhw", OPP, result)
         for i, p in enumerate(planes):

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 
 import cupy
 
-__all__ = ["Entry", "FrameCache"]
+__all__ = ["Entry", "FrameCache", "wait_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -140,3 +140,19 @@ class FrameCache:
         slot = _Slot(self.slot_bytes)
         self._slots.append(slot)
         return slot
+
+
+def wait_for(entries, stream_ptr: int, runtime) -> None:
+    """Make a stream wait for the entries that another thread's stream uploads or computes.
+
+    Entries some caller has seen complete, or queued on this very stream, need no wait.
+    """
+    for entry in entries:
+        if entry.complete or entry.stream == stream_ptr:
+            continue
+        entry.issued.wait()
+        if entry.failed:
+            raise RuntimeError(
+                f"avdenoise: preparing {entry.key!r} on the GPU failed in another thread"
+            )
+        runtime.streamWaitEvent(stream_ptr, entry.slot.event_ptr, 0)

@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 _ALIGN = 512  # plane pitch and offset alignment in device buffers, bytes
 _WARM_BASE = 1 << 20  # warm-up frames are cached under input numbers no clip uses
+_WARM_FRAME = 1 << 40  # ... and frame numbers
 _H2D = 1  # cudaMemcpyHostToDevice
 _D2H = 2  # cudaMemcpyDeviceToHost
 _TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
@@ -166,7 +167,7 @@ class CudaBackend:
         if not 0 <= device_id < count:
             raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
 
-        from ._cache import FrameCache
+        from ._cache import FrameCache, wait_for
 
         self._runtime = cupy.cuda.runtime
         self._cupy = cupy
@@ -175,7 +176,7 @@ class CudaBackend:
         self.device_id = device_id
         _DEVICES_IN_USE.add(device_id)
         self._num_inputs = 2 if any(p.has_ref for p in passes) else 1
-        self._window = 2 * passes[0].radius + 1
+        self._window = 2 * max(options.window_radius for options in passes) + 1
         itemsize = layout.dtype.itemsize
 
         # Planes read (slots) and written (output buffers): the same set, one layout for both.
@@ -217,6 +218,7 @@ class CudaBackend:
                 floor = self._num_inputs * (self._window + 2)
                 cache_slots = max(floor, min(wanted, free // 4 // self._buffer_bytes))
         self._cache = FrameCache(self._buffer_bytes, cache_slots)
+        self._wait_for = wait_for
         self._local = threading.local()
         # Live threads' states only: a thread's buffers go with it (threading.local).
         self._states: weakref.WeakSet[_ThreadState] = weakref.WeakSet()
@@ -254,7 +256,8 @@ class CudaBackend:
             arrays.append(array)
             return array.ctypes.data, array.strides[0], memoryview(array).cast("B")
 
-        frame_numbers = tuple(range(self._window))
+        # Frame numbers no clip reaches, so that nothing cached under them is ever reused.
+        frame_numbers = tuple(range(_WARM_FRAME, _WARM_FRAME + self._window))
         windows = tuple(
             tuple(tuple(plane(p) for p in range(layout.num_planes)) for _ in frame_numbers)
             for _ in range(self._num_inputs)
@@ -265,6 +268,8 @@ class CudaBackend:
         self._cache.forget(
             [(_WARM_BASE + i, f) for i in range(self._num_inputs) for f in frame_numbers]
         )
+        for npass in self._passes:
+            npass.forget(frame_numbers)
 
     def memory_bytes(self) -> int:
         """Device memory this backend holds: cached frames and per-thread output buffers."""
@@ -297,16 +302,7 @@ class CudaBackend:
                 input_index, frame = entry.key
                 planes = windows[input_index - base][frame_numbers.index(frame)]
                 self._upload(entry, planes, state, index)
-            for entry in entries:
-                if entry.complete or entry.stream == stream_ptr:
-                    continue
-                entry.issued.wait()
-                if entry.failed:
-                    raise RuntimeError(
-                        f"avdenoise: uploading frame {entry.key[1]} to the GPU failed in "
-                        "another thread"
-                    )
-                runtime.streamWaitEvent(stream_ptr, entry.slot.event_ptr, 0)
+            self._wait_for(entries, stream_ptr, runtime)
 
             slots = dict(zip(keys, (entry.slot.ptr for entry in entries), strict=True))
             values = [slots[(base, f)] for f in frame_numbers]
@@ -314,7 +310,7 @@ class CudaBackend:
                 [slots[(base + 1, f)] for f in frame_numbers] if self._num_inputs == 2 else values
             )
             for npass, args in zip(self._passes, state.args, strict=True):
-                lease = npass.launch(args, values, guides, state.stream)
+                lease = npass.launch(args, frame_numbers, values, guides, state)
                 if lease is not None:
                     leases.append((npass, lease))
             out_ptr = state.out_ptr

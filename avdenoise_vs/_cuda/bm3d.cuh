@@ -48,19 +48,24 @@ typedef float bm_sample;
 
 // Kernel arguments, one NumPy structured scalar by value (8-byte fields: no padding rules).
 struct Bm3dArgs {
-    long long src[2][BM_T];     // device address of each window frame's slot: clip, ref
-    long long noisy, pilot;     // float work planes (T, C, H, pitch), 8-bit scale
-    long long num, den;         // int64 accumulators (frames, C, H, pitch)
+    long long src[2][BM_T];     // bm3d_load: slot address of each window frame: clip, ref
+    long long noisy_at[BM_T];   // float planes (C, H, pitch) of each window frame, 8-bit scale
+    long long pilot_at[BM_T];   // ... of the Wiener stage's pilot
+    long long acc_slot[BM_T];   // accumulator frame of each window frame (repeats share one)
+    long long parts[BM_T];      // bm3d_finish: sum entries to add up (see bm3d_export) ...
+    long long part_slot[BM_T];  // ... and the frame to take from each
+    long long nparts;           // 0: read the int64 accumulators instead
+    long long num, den;         // int64 accumulators (T, C, H, pitch)
+    long long dst;              // bm3d_export: sum entry; bm3d_finish with to_pilot: planes
     long long out;              // output buffer (the slot layout)
     long long plane_off[3];     // element offset of each plane in a slot / the output buffer
     long long width, height;    // plane size
     long long src_pitch;        // slot row pitch, elements
     long long pitch;            // work row pitch, elements
     long long refs_x, refs_y, step;  // reference grid: count per row / column, spacing
-    long long center;           // window index of the output frame
-    long long acc_all;          // 1: every window frame accumulates; 0: the centre only
-    long long to_pilot;         // bm3d_finish: 1 writes `pilot` (all frames), 0 the output
-    long long inputs;           // bm3d_load: 1 loads the clip, 2 also the ref into `pilot`
+    long long center;           // window index of the frame holding the reference blocks
+    long long to_pilot;         // bm3d_finish: 1 writes float planes at `dst`, 0 the output
+    long long inputs;           // bm3d_load: 1 loads the clip, 2 also the ref (pilot_at)
     double sigma[3];            // noise deviation per channel, 8-bit units
     double lambda_ht;           // hard threshold, noise deviations
     double threshold;           // block-distance limit of the stage
@@ -94,9 +99,9 @@ extern "C" __global__ void bm3d_load(const Bm3dArgs a) {
 #pragma unroll
     for (int i = 0; i < 3; ++i) v[i] = o[i];
 #endif
-    float* dst = (float*)(input ? a.pilot : a.noisy);
+    float* dst = (float*)(input ? a.pilot_at[t] : a.noisy_at[t]);
     const long long plane = bm_plane(a);
-    const long long base = (long long)t * BM_C * plane + (long long)y * a.pitch + x;
+    const long long base = (long long)y * a.pitch + x;
 #pragma unroll
     for (int c = 0; c < BM_C; ++c) dst[base + c * plane] = v[c];
 }
@@ -203,14 +208,14 @@ __device__ __forceinline__ void bm_window(const float* __restrict__ g, long long
 // Fill the candidate list of one reference block: the full search in its own frame, then the
 // predictive search outward through the window (_bm3d_matching.match_groups). Invalid
 // candidates get an infinite distance.
-__device__ void bm_search(const float* __restrict__ guide, long long frame_stride, long long pitch,
-                          int height, int grid_h, int grid_w, int t_ref, int ry, int rx,
+__device__ void bm_search(const long long* frames, long long coff, long long pitch, int height,
+                          int grid_h, int grid_w, int t_ref, int ry, int rx,
                           const float* ref_shared, float* sd, unsigned* sk, int lane) {
     float ref[BM_BB];
 #pragma unroll
     for (int p = 0; p < BM_BB; ++p) ref[p] = ref_shared[p];
     auto in_grid = [=](int y, int x) { return y >= 0 && y < grid_h && x >= 0 && x < grid_w; };
-    bm_window(guide + t_ref * frame_stride, pitch, height, grid_w, t_ref, ry - BM_RANGE,
+    bm_window((const float*)frames[t_ref] + coff, pitch, height, grid_w, t_ref, ry - BM_RANGE,
               rx - BM_RANGE, BM_W0, ref, sd, sk, 0, in_grid, lane);
     int offset = BM_N0;
     // Past frames first (t_ref - 1 down to 0), then future ones; each side starts from the
@@ -236,7 +241,7 @@ __device__ void bm_search(const float* __restrict__ guide, long long frame_strid
                     last_k = k;
                 }
             }
-            const float* gt = guide + t * frame_stride;
+            const float* gt = (const float*)frames[t] + coff;
 #pragma unroll
             for (int j = 0; j < BM_PSNUM; ++j) {
                 // A block in the window of an earlier seed is that seed's candidate already.
@@ -423,20 +428,21 @@ __device__ __forceinline__ float bm_warp_sum(float v) {
     return v;
 }
 
-// Copy the `size` blocks of `group` of channel plane `src` (frame stride `fs`) into `blk`.
-__device__ __forceinline__ void bm_gather(float* blk, const float* __restrict__ src, long long fs,
+// Copy the `size` blocks of `group` into `blk`, from channel offset `coff` of `frames`.
+__device__ __forceinline__ void bm_gather(float* blk, const long long* frames, long long coff,
                                           long long pitch, const unsigned* group, int size,
                                           int lane) {
     for (int i = lane; i < size * BM_BB; i += 32) {
         const unsigned k = group[i / BM_BB];
         const int p = i % BM_BB;
-        blk[(i / BM_BB) * BM_BS + bm_at(p)] = src[bm_key_t(k) * fs + (long long)(bm_key_y(k) + p / BM_B) * pitch +
-                     bm_key_x(k) + p % BM_B];
+        const float* src = (const float*)frames[bm_key_t(k)] + coff;
+        blk[(i / BM_BB) * BM_BS + bm_at(p)] =
+            src[(long long)(bm_key_y(k) + p / BM_B) * pitch + bm_key_x(k) + p % BM_B];
     }
     __syncwarp();
 }
 
-// Add `weight` * Kaiser * estimate of each block to num/den of the frames that accumulate.
+// Add `weight` * Kaiser * estimate of each block to num/den of its frame's accumulator.
 __device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk,
                                              const unsigned* group, int size, int c, float weight,
                                              int lane) {
@@ -445,9 +451,7 @@ __device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk
     unsigned long long* den = (unsigned long long*)a.den;
     for (int i = lane; i < size * BM_BB; i += 32) {
         const unsigned k = group[i / BM_BB];
-        const int t = bm_key_t(k);
-        if (!a.acc_all && t != a.center) continue;
-        const int frame = a.acc_all ? t : 0;
+        const int frame = (int)a.acc_slot[bm_key_t(k)];
         const int p = i % BM_BB;
         const long long at = ((long long)frame * BM_C + c) * plane +
                              (long long)(bm_key_y(k) + p / BM_B) * a.pitch + bm_key_x(k) + p % BM_B;
@@ -523,7 +527,7 @@ struct BmShared {
     static constexpr int FLOATS = BM_BB + K + REGION;
 };
 
-// One warp per reference block: blockIdx.y = reference frame, blockIdx.z = channel when the
+// One warp per reference block of window frame `center`; blockIdx.z = channel when the
 // channels are grouped separately. Stage 0 filters `noisy` matched on itself; stage 1 filters
 // `noisy` by Wiener against `pilot`, matched on `pilot`.
 template <int WIENER>
@@ -542,18 +546,17 @@ __device__ void bm3d_stage(const Bm3dArgs& a) {
     const int grid_h = (int)a.height - BM_B + 1, grid_w = (int)a.width - BM_B + 1;
     const int ry = min((int)(index / a.refs_x) * (int)a.step, grid_h - 1);
     const int rx = min((int)(index % a.refs_x) * (int)a.step, grid_w - 1);
-    const int t_ref = blockIdx.y;
+    const int t_ref = (int)a.center;
     const int c0 = BM_JOINT ? 0 : blockIdx.z;  // the channel blocks are matched on
-    const long long plane = bm_plane(a), fs = (long long)BM_C * plane;
-    const float* noisy = (const float*)a.noisy;
-    const float* pilot = (const float*)a.pilot;
-    const float* guide = (WIENER ? pilot : noisy) + c0 * plane;
+    const long long plane = bm_plane(a);
+    const long long* guide = WIENER ? a.pilot_at : a.noisy_at;
 
+    const float* centre = (const float*)guide[t_ref] + c0 * plane;
     for (int p = lane; p < BM_BB; p += 32)
-        ref[p] = guide[t_ref * fs + (long long)(ry + p / BM_B) * a.pitch + rx + p % BM_B];
+        ref[p] = centre[(long long)(ry + p / BM_B) * a.pitch + rx + p % BM_B];
     __syncwarp();
-    bm_search(guide, fs, a.pitch, (int)a.height, grid_h, grid_w, t_ref, ry, rx, ref, sd, sk,
-              lane);
+    bm_search(guide, c0 * plane, a.pitch, (int)a.height, grid_h, grid_w, t_ref, ry, rx, ref, sd,
+              sk, lane);
     const int size = bm_select<S::K>(sd, sk, bm_key(t_ref, ry, rx), (float)a.threshold, group, lane);
 
     float* blk = region;
@@ -561,10 +564,10 @@ __device__ void bm3d_stage(const Bm3dArgs& a) {
     for (int g = 0; g < BM_GC; ++g) {
         const int c = c0 + g;
         const float sigma = (float)a.sigma[c];
-        bm_gather(blk, noisy + c * plane, fs, a.pitch, group, size, lane);
+        bm_gather(blk, a.noisy_at, c * plane, a.pitch, group, size, lane);
         float weight;
         if (WIENER) {
-            bm_gather(pil, pilot + c * plane, fs, a.pitch, group, size, lane);
+            bm_gather(pil, a.pilot_at, c * plane, a.pitch, group, size, lane);
             bm_2d(blk, size, bm_wn_fwd, lane);
             bm_2d(pil, size, bm_wn_fwd, lane);
             weight = bm_wiener(blk, pil, size, sigma, lane);
@@ -587,30 +590,63 @@ extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) bm3d_wiener(const Bm
     bm3d_stage<1>(a);
 }
 
-// ---- finish --------------------------------------------------------------------------------
+// ---- export and finish --------------------------------------------------------------------
 
-// Thread per pixel, z = accumulated frame: num / den into `pilot` (basic estimates, every
-// window frame) or into the output samples; leaves num and den zero for the next frame.
+// Thread per pixel, z = accumulator frame: the int64 sums become a float32 *sum entry*
+// (num for every frame and channel, then den likewise) that several output frames share;
+// leaves the accumulators zero. The conversion is exact to float precision, and entries are
+// added in a fixed order, so the output stays deterministic.
+extern "C" __global__ void bm3d_export(const Bm3dArgs a) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= a.width || y >= a.height) return;
+    const long long plane = bm_plane(a), frames = (long long)BM_T * BM_C * plane;
+    long long* num = (long long*)a.num;
+    long long* den = (long long*)a.den;
+    float* entry = (float*)a.dst;
+    const long long at = (long long)blockIdx.z * BM_C * plane + (long long)y * a.pitch + x;
+#pragma unroll
+    for (int c = 0; c < BM_C; ++c) {
+        const long long i = at + c * plane;
+        entry[i] = (float)((double)num[i] * (1.0 / BM_FIX));
+        entry[frames + i] = (float)((double)den[i] * (1.0 / BM_FIX));
+        num[i] = 0;
+        den[i] = 0;
+    }
+}
+
+// Thread per pixel: num / den into float planes at `dst` (basic estimates) or into the output
+// samples. The sums come from the int64 accumulators' frame 0 (nparts = 0), which are left
+// zero, or from `nparts` sum entries, added in order.
 extern "C" __global__ void bm3d_finish(const Bm3dArgs a) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
-    const int frame = blockIdx.z;
     if (x >= a.width || y >= a.height) return;
-    const long long plane = bm_plane(a);
-    long long* num = (long long*)a.num;
-    long long* den = (long long*)a.den;
-    const long long at = (long long)frame * BM_C * plane + (long long)y * a.pitch + x;
+    const long long plane = bm_plane(a), frames = (long long)BM_T * BM_C * plane;
+    const long long at = (long long)y * a.pitch + x;
     float v[BM_C];
 #pragma unroll
     for (int c = 0; c < BM_C; ++c) {
         const long long i = at + c * plane;
-        v[c] = (float)((double)num[i] / (double)den[i]);
-        num[i] = 0;
-        den[i] = 0;
+        if (a.nparts == 0) {
+            long long* num = (long long*)a.num;
+            long long* den = (long long*)a.den;
+            v[c] = (float)((double)num[i] / (double)den[i]);
+            num[i] = 0;
+            den[i] = 0;
+            continue;
+        }
+        float n = 0.0f, d = 0.0f;
+        for (int k = 0; k < a.nparts; ++k) {
+            const float* entry = (const float*)a.parts[k] + a.part_slot[k] * BM_C * plane;
+            n += entry[i];
+            d += entry[frames + i];
+        }
+        v[c] = n / d;
     }
     if (a.to_pilot) {
 #pragma unroll
-        for (int c = 0; c < BM_C; ++c) ((float*)a.pilot)[at + c * plane] = v[c];
+        for (int c = 0; c < BM_C; ++c) ((float*)a.dst)[at + c * plane] = v[c];
         return;
     }
 #if BM_RGB

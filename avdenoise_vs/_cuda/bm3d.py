@@ -1,21 +1,34 @@
-"""One BM3D pass on the GPU: its kernels, work buffers and launch sequence.
+"""One BM3D pass on the GPU: its kernels, work buffers, caches and launch sequence.
 
-A frame of a pass is three to five launches on the calling thread's stream (bm3d.cuh):
-load the window into float planes, hard thresholding, finish into basic estimates, Wiener
-filtering, finish into the output buffer. The work buffers (float planes, int64
-accumulators) are large, so they live in a small pool of *workspaces* shared by the
-VapourSynth threads rather than one per thread: a frame holds one workspace from its first
-launch until its stream has synchronized, and threads beyond the pool wait without the GIL.
+Spatial BM3D (``radius = 0``) is three to five launches per frame on the calling thread's
+stream (bm3d.cuh): load the frame into float planes, hard thresholding into int64
+accumulators, finish into basic estimates, Wiener filtering, finish into the output buffer.
+
+V-BM3D (``radius > 0``) follows ``_reference/vbm3d.py``: the groups of frame ``m``, matched
+across its window ``W(m)``, feed every frame of ``W(m)``, so they are filtered once and kept
+as a *sum entry* (the weighted sums and weights they add to each frame of ``W(m)``) in a
+device cache that the ``2r + 1`` output frames share, whichever threads compute them. Basic
+estimates (two stages) are cached likewise. One output frame therefore costs, in steady
+state, one stage of one frame's groups per stage, as BM3DCUDA's ``VAggregate`` does on the CPU.
+
+Cached entries are produced by the thread that first asks for them and waited on by the
+others (an event per entry, as for uploaded frames). A frame first references everything it
+needs from the top level down (sum entries, the basic estimates fresh entries need, the sums
+those need), then produces its fresh entries from the bottom up, so it only ever waits for
+entries of a lower level, which their owners produce without waiting on higher ones: no
+deadlock.
+
+The work buffers (float planes, int64 accumulators) are large, so they live in a small pool of
+*workspaces* shared by the VapourSynth threads rather than one per thread: a frame holds one
+workspace from its first launch until its stream has synchronized.
 
 Notes
 -----
 Cost per reference block (warp): ``N = (2 bm_range + 1)^2 + 2r ps_num (2 ps_range + 1)^2``
-block distances of 64 multiply-adds each, ``K`` rounds of a warp-wide minimum over the ``N``
-candidates to form the group, then per channel two 2-D transforms of ``K`` blocks (16 multiply-
-adds per sample), the Haar transform along the group and ``2 * 64 K`` int64 atomic adds.
-There are ``ceil(H / step) ceil(W / step)`` reference blocks in every window frame: V-BM3D
-takes reference blocks in all ``2r + 1`` frames, as the reference does, so a radius-1 frame
-matches three frames' worth of blocks.
+block distances of 64 multiply-adds each, a warp-wide selection of the ``K`` nearest, then per
+channel two 2-D transforms of ``K`` blocks (16 multiply-adds per sample), the Haar transform
+along the group and ``2 * 64 K`` int64 atomic adds. There are ``ceil(H / step) ceil(W / step)``
+reference blocks per frame and stage.
 """
 
 from __future__ import annotations
@@ -28,11 +41,13 @@ import numpy as np
 from .._options import Distance, FrameLayout, PlaneOptions
 from .._reference._bm3d_stages import TAU_WIENER, ht_match_threshold
 from ._bm3d_source import BM3D_WARPS, Bm3dSpec
+from ._cache import FrameCache, wait_for
 
 __all__ = ["Bm3dPass", "bm3d_args_dtype"]
 
 _ALIGN = 128  # work-plane pitch, elements
 _PIXEL_BLOCK = (32, 8, 1)  # threads of the per-pixel kernels
+_STAGE_BLOCK = (32 * BM3D_WARPS, 1, 1)
 _DEFAULT_SHARED_LIMIT = 48 * 1024
 #: Workspaces per pass: frames of one pass on the GPU at once.
 DEFAULT_WORKSPACES = 4
@@ -43,13 +58,14 @@ MAX_PLANE_SIDE = (1 << 13) + 7
 def bm3d_args_dtype(window: int) -> np.dtype:
     """Host image of ``struct Bm3dArgs`` in bm3d.cuh (8-byte fields only: no padding)."""
     i8, f8 = np.int64, np.float64
+    tables = ("noisy_at", "pilot_at", "acc_slot", "parts", "part_slot")
     return np.dtype(
         [("src", i8, (2, window))]
-        + [(name, i8) for name in ("noisy", "pilot", "num", "den", "out")]
+        + [(name, i8, (window,)) for name in tables]
+        + [(name, i8) for name in ("nparts", "num", "den", "dst", "out")]
         + [("plane_off", i8, (3,))]
         + [(name, i8) for name in ("width", "height", "src_pitch", "pitch")]
-        + [(name, i8) for name in ("refs_x", "refs_y", "step", "center")]
-        + [(name, i8) for name in ("acc_all", "to_pilot", "inputs")]
+        + [(name, i8) for name in ("refs_x", "refs_y", "step", "center", "to_pilot", "inputs")]
         + [("sigma", f8, (3,))]
         + [(name, f8) for name in ("lambda_ht", "threshold", "scale", "peak")]
     )
@@ -62,9 +78,35 @@ def _reference_count(length: int, step: int) -> int:
 
 
 class _Workspace:
-    """One frame's worth of work buffers and the argument record of each launch."""
+    """One frame's work buffers: float planes of the window (noisy, pilot), accumulators."""
 
-    __slots__ = ("memory", "records")
+    __slots__ = ("memory", "noisy", "pilot", "num", "den")
+
+
+class _Lease:
+    """What one frame of a pass holds until its stream has synchronized."""
+
+    __slots__ = ("workspace", "held", "entries")
+
+    def __init__(self, workspace: _Workspace) -> None:
+        self.workspace = workspace
+        self.held = []  # (cache, entries) as acquired
+        self.entries = {}  # key -> entry: sums by (stage, m), basic estimates by k
+
+
+class _Window:
+    """Frame numbers around the output frame n, as the bridge handed them over."""
+
+    def __init__(self, numbers: tuple, slots: list, ref_slots: list, radius: int) -> None:
+        self.first = numbers[len(numbers) // 2] - len(numbers) // 2
+        self.numbers = numbers
+        self.slot = dict(zip(numbers, slots, strict=True))
+        self.ref_slot = dict(zip(numbers, ref_slots, strict=True))
+        self.radius = radius
+
+    def around(self, k: int) -> list[int]:
+        """Frame numbers of ``W(k)``."""
+        return [self.numbers[k + o - self.first] for o in range(-self.radius, self.radius + 1)]
 
 
 class Bm3dPass:
@@ -106,18 +148,18 @@ class Bm3dPass:
         self.window = self.spec.window
         self.run_hard = not options.has_ref
         self.run_wiener = options.stages == 2 or options.has_ref
-        work_pitch = -(-width // _ALIGN) * _ALIGN
-        plane = height * work_pitch
         channels = self.spec.channels
-        self._acc_frames = self.window if (self.run_hard and self.run_wiener) else 1
-        self._float_bytes = 4 * self.window * channels * plane
-        self._acc_bytes = 8 * self._acc_frames * channels * plane
-        self.workspace_bytes = (1 + self.run_wiener) * self._float_bytes + 2 * self._acc_bytes
+        work_pitch = -(-width // _ALIGN) * _ALIGN
+        self._frame_floats = channels * height * work_pitch  # one frame's planes
+        self._frame_bytes = 4 * self._frame_floats
+        self._acc_bytes = 8 * self.window * self._frame_floats
+        self.workspace_bytes = 2 * self.window * self._frame_bytes + 2 * self._acc_bytes
         self._limit = workspaces
         self._pool: queue.SimpleQueue[_Workspace] = queue.SimpleQueue()
         self._created = 0
         self._lock = threading.Lock()
         self._kernels = None
+        self._sums = self._basics = None  # V-BM3D caches, made on first use
 
         itemsize = layout.dtype.itemsize
         refs = (_reference_count(width, options.block_step),
@@ -134,32 +176,14 @@ class Bm3dPass:
         template["lambda_ht"] = options.lambda_ht
         template["scale"] = 255.0 / layout.peak
         template["peak"] = layout.peak
-        template["inputs"] = 2 if options.has_ref else 1
         self._template = template
-        pixels = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
-        self._launches = self._plan(pixels, refs[0] * refs[1])
-
-    def _plan(self, pixels: tuple[int, int], refs: int) -> list[tuple]:
-        """(kernel name, grid, shared bytes, record overrides) of each launch, in order."""
-        spec, options = self.spec, self.options
-        separate = 1 if spec.joint else spec.channels
-        stage_grid = (-(-refs // BM3D_WARPS), self.window, separate)
-        inputs = 2 if options.has_ref else 1
-        launches = [("bm3d_load", (*pixels, self.window * inputs), 0, {})]
-        if self.run_hard:
-            threshold = ht_match_threshold(options.strength) * options.mismatch_scale
-            launches.append(
-                ("bm3d_hard", stage_grid, spec.shared_bytes(False),
-                 {"threshold": threshold, "acc_all": int(self._acc_frames > 1)})
-            )  # fmt: skip
-            if self.run_wiener:
-                launches.append(("bm3d_finish", (*pixels, self._acc_frames), 0, {"to_pilot": 1}))
-        if self.run_wiener:
-            threshold = TAU_WIENER * options.mismatch_scale
-            launches.append(("bm3d_wiener", stage_grid, spec.shared_bytes(True),
-                             {"threshold": threshold, "acc_all": 0}))  # fmt: skip
-        launches.append(("bm3d_finish", (*pixels, 1), 0, {"to_pilot": 0}))
-        return launches
+        self._pixel_grid = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]), 1)
+        separate = 1 if self.spec.joint else channels
+        self._stage_grid = (-(-refs[0] * refs[1] // BM3D_WARPS), 1, separate)
+        self._thresholds = {
+            "bm3d_hard": ht_match_threshold(options.strength) * options.mismatch_scale,
+            "bm3d_wiener": TAU_WIENER * options.mismatch_scale,
+        }
 
     # -- per frame --------------------------------------------------------------------------
 
@@ -167,34 +191,185 @@ class Bm3dPass:
         """Per-thread launch state: the thread's output buffer."""
         return out_ptr
 
-    def launch(self, out_ptr: int, values: list, guides: list, stream) -> _Workspace:
-        """Queue one frame's launches on `stream`; returns the workspace to :meth:`release`
+    def launch(self, out_ptr: int, numbers: tuple, values: list, guides: list, state) -> _Lease:
+        """Queue one frame's work on the thread's stream; returns what to :meth:`release`
         once the stream has synchronized."""
-        kernels = self._kernels or self._load_kernels()
-        workspace = self._acquire()
+        self._kernels or self._load_kernels()
+        lease = _Lease(self._acquire())
         try:
-            records = workspace.records
-            load = records[0]
-            load["src"][0, 0] = values
-            load["src"][0, 1] = guides
-            records[-1]["out"] = out_ptr
-            for (name, grid, shared, _), record in zip(self._launches, records, strict=True):
-                block = (32 * BM3D_WARPS,) if shared else _PIXEL_BLOCK
-                kernels[name](grid, block, (record,), shared, stream)
+            if self.window == 1:
+                self._spatial(lease.workspace, out_ptr, values[0], guides[0], state.stream)
+            else:
+                window = _Window(numbers, values, guides, self.options.radius)
+                self._temporal(lease, window, out_ptr, state)
         except BaseException:
-            self.release(workspace)
+            self.release(lease)
             raise
-        return workspace
+        return lease
 
-    def release(self, workspace: _Workspace) -> None:
-        """Return a workspace to the pool."""
-        self._pool.put(workspace)
+    def release(self, lease: _Lease) -> None:
+        """Give back what a frame held (its stream has synchronized)."""
+        for cache, entries in lease.held:
+            for entry in entries:
+                if entry.issued.is_set() and not entry.failed:
+                    entry.complete = True
+            cache.release(entries)
+        self._pool.put(lease.workspace)
+
+    def forget(self, numbers) -> None:
+        """Drop the cached sums and basic estimates of frames `numbers` (warm-up frames)."""
+        if self._sums is not None:
+            self._sums.forget([(stage, f) for stage in ("hard", "wiener") for f in numbers])
+            self._basics.forget(list(numbers))
 
     def memory_bytes(self) -> int:
-        """Device memory of the workspaces created so far."""
-        return self._created * self.workspace_bytes
+        """Device memory of the workspaces and cached entries created so far."""
+        caches = [c for c in (self._sums, self._basics) if c is not None]
+        return self._created * self.workspace_bytes + sum(c.memory_bytes() for c in caches)
 
-    # -- internals ----------------------------------------------------------------------------
+    # -- spatial BM3D -----------------------------------------------------------------------
+
+    def _spatial(self, ws: _Workspace, out_ptr: int, slot: int, ref_slot: int, stream) -> None:
+        """One frame, radius 0: load, stage(s), finish; accumulators in the workspace."""
+        load = self._record(ws, src=[[slot], [ref_slot]], inputs=1 + self.options.has_ref,
+                            noisy_at=[ws.noisy], pilot_at=[ws.pilot])  # fmt: skip
+        self._run("bm3d_load", load, stream)
+        if self.run_hard:
+            self._run("bm3d_hard", self._record(ws, noisy_at=[ws.noisy]), stream)
+            if self.run_wiener:
+                basic = self._record(ws, to_pilot=1, dst=ws.pilot)
+                self._run("bm3d_finish", basic, stream)
+        if self.run_wiener:
+            wiener = self._record(ws, noisy_at=[ws.noisy], pilot_at=[ws.pilot])
+            self._run("bm3d_wiener", wiener, stream)
+        self._run("bm3d_finish", self._record(ws, out=out_ptr), stream)
+
+    # -- V-BM3D ----------------------------------------------------------------------------
+
+    def _temporal(self, lease: _Lease, window: _Window, out_ptr: int, state) -> None:
+        """One frame, radius > 0: reference the sums and basic estimates it needs, top level
+        first, produce the fresh ones bottom up, then add up the sums of W(n)."""
+        sums, basics = self._caches()
+        n = window.numbers[len(window.numbers) // 2]
+        top = "wiener" if self.run_wiener else "hard"
+        wanted = sorted(set(window.around(n)))
+        top_entries, top_fresh = self._hold(lease, sums, [(top, m) for m in wanted])
+        basic_fresh = hard_fresh = []
+        if top == "wiener" and self.run_hard:
+            needed = sorted({k for e in top_fresh for k in window.around(e.key[1])})
+            _, basic_fresh = self._hold(lease, basics, needed)
+            needed = sorted({m for e in basic_fresh for m in window.around(e.key)})
+            _, hard_fresh = self._hold(lease, sums, [("hard", m) for m in needed])
+        stream_ptr = state.stream_ptr
+        for cache, fresh, make in (
+            (sums, hard_fresh, self._sum_entry),
+            (basics, basic_fresh, self._basic_entry),
+            (sums, top_fresh, self._sum_entry),
+        ):
+            for entry in fresh:
+                self._produce(cache, entry, make, lease, window, state)
+        wait_for(top_entries, stream_ptr, self._runtime)
+        record = self._record(lease.workspace, out=out_ptr)
+        self._set_parts(record, top_entries, n, window)
+        self._run("bm3d_finish", record, state.stream)
+
+    def _sum_entry(self, lease: _Lease, window: _Window, entry, state) -> None:
+        """Filter the groups of frame m = entry.key[1] once: load W(m), run the stage, export
+        its sums to the entry."""
+        stage, m = entry.key
+        ws, stream = lease.workspace, state.stream
+        numbers = window.around(m)
+        noisy = [ws.noisy + t * self._frame_bytes for t in range(self.window)]
+        pilot = [ws.pilot + t * self._frame_bytes for t in range(self.window)]
+        has_ref = self.options.has_ref
+        load = self._record(ws, noisy_at=noisy, pilot_at=pilot, inputs=1 + has_ref,
+                            src=[[window.slot[f] for f in numbers],
+                                 [window.ref_slot[f] for f in numbers]])  # fmt: skip
+        self._run("bm3d_load", load, stream)
+        if stage == "wiener" and not has_ref:
+            basics = {f: lease.entries[f] for f in numbers}
+            wait_for(list(basics.values()), state.stream_ptr, self._runtime)
+            pilot = [basics[f].slot.ptr for f in numbers]
+        # Window frames repeated at the clip ends share one accumulator frame.
+        slots = [numbers.index(f) for f in numbers]
+        record = self._record(ws, noisy_at=noisy, pilot_at=pilot, acc_slot=slots)
+        self._run("bm3d_" + stage, record, stream)
+        export = self._record(ws, dst=entry.slot.ptr)
+        self._run("bm3d_export", export, stream, frames=self.window)
+
+    def _basic_entry(self, lease: _Lease, window: _Window, entry, state) -> None:
+        """Basic estimate of frame k = entry.key: the hard-thresholding sums of W(k)."""
+        k = entry.key
+        wanted = sorted(set(window.around(k)))
+        parts = [lease.entries["hard", m] for m in wanted]
+        wait_for(parts, state.stream_ptr, self._runtime)
+        record = self._record(lease.workspace, to_pilot=1, dst=entry.slot.ptr)
+        self._set_parts(record, parts, k, window)
+        self._run("bm3d_finish", record, state.stream)
+
+    def _set_parts(self, record, entries, k: int, window: _Window) -> None:
+        """Point bm3d_finish at the sum entries of W(k), each at its frame for k."""
+        record["nparts"] = len(entries)
+        for index, entry in enumerate(entries):
+            record["parts"][0, index] = entry.slot.ptr
+            record["part_slot"][0, index] = window.around(entry.key[1]).index(k)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _hold(self, lease: _Lease, cache, keys: list) -> tuple[list, list]:
+        entries, fresh = cache.acquire(keys)
+        lease.held.append((cache, entries))
+        lease.entries.update((entry.key, entry) for entry in entries)
+        return entries, fresh
+
+    def _produce(self, cache, entry, make, lease: _Lease, window: _Window, state) -> None:
+        """Queue an entry's work (``make``), then publish it: event, stream, issued."""
+        try:
+            make(lease, window, entry, state)
+            self._runtime.eventRecord(entry.slot.event_ptr, state.stream_ptr)
+            entry.stream = state.stream_ptr
+        except BaseException:
+            cache.fail(entry)
+            raise
+        finally:
+            entry.issued.set()
+
+    def _record(self, ws: _Workspace, **fields) -> np.ndarray:
+        """An argument record: the template, the workspace's accumulators, `fields`."""
+        record = self._template.copy()
+        record["num"], record["den"] = ws.num, ws.den
+        for name, value in fields.items():
+            if name in ("noisy_at", "pilot_at", "acc_slot"):
+                record[name][0, : len(value)] = value
+            elif name == "src":
+                for index, row in enumerate(value):
+                    record["src"][0, index, : len(row)] = row
+            else:
+                record[name] = value
+        return record
+
+    def _run(self, name: str, record: np.ndarray, stream, frames: int = 1) -> None:
+        if name in self._thresholds:
+            record["threshold"] = self._thresholds[name]
+            shared = self.spec.shared_bytes(name == "bm3d_wiener")
+            self._kernels[name](self._stage_grid, _STAGE_BLOCK, (record,), shared, stream)
+            return
+        grid = self._pixel_grid
+        if name == "bm3d_load":
+            grid = (*grid[:2], self.window * int(record["inputs"][0]))
+        elif frames > 1:
+            grid = (*grid[:2], frames)
+        self._kernels[name](grid, _PIXEL_BLOCK, (record,), 0, stream)
+
+    def _caches(self):
+        """The V-BM3D caches: sum entries (both stages) and basic estimates."""
+        if self._sums is None:
+            with self._lock:
+                if self._sums is None:
+                    # Enough for 16 threads on consecutive frames; more are added when needed.
+                    self._basics = FrameCache(self._frame_bytes, 4 * self.window + 16)
+                    self._sums = FrameCache(2 * self.window * self._frame_bytes, self.window + 16)
+        return self._sums, self._basics
 
     def _acquire(self) -> _Workspace:
         try:
@@ -215,37 +390,30 @@ class Bm3dPass:
         return self._pool.get()  # blocks without the GIL until a frame finishes
 
     def _new_workspace(self) -> _Workspace:
-        """Allocate work buffers (accumulators zeroed: each finish leaves them zero)."""
+        """Allocate work buffers (accumulators zeroed: each finish or export leaves them zero)."""
         import cupy
 
-        workspace = _Workspace()
-        memory = cupy.cuda.alloc(self.workspace_bytes)
-        cupy.cuda.runtime.memset(memory.ptr, 0, self.workspace_bytes)
-        workspace.memory = memory
-        base = memory.ptr
-        addresses = {"num": base, "den": base + self._acc_bytes}
-        addresses["noisy"] = base + 2 * self._acc_bytes
-        addresses["pilot"] = addresses["noisy"] + self._float_bytes if self.run_wiener else 0
-        records = []
-        for _, _, _, overrides in self._launches:
-            record = self._template.copy()
-            for name, value in (addresses | overrides).items():
-                record[name] = value
-            records.append(record)
-        workspace.records = records
-        return workspace
+        ws = _Workspace()
+        ws.memory = cupy.cuda.alloc(self.workspace_bytes)
+        cupy.cuda.runtime.memset(ws.memory.ptr, 0, 2 * self._acc_bytes)
+        ws.num = ws.memory.ptr
+        ws.den = ws.num + self._acc_bytes
+        ws.noisy = ws.den + self._acc_bytes
+        ws.pilot = ws.noisy + self.window * self._frame_bytes
+        return ws
 
     def _load_kernels(self) -> dict:
-        from ._kernels import get_bm3d_kernels  # imports CuPy
+        import cupy
+
+        from ._kernels import get_bm3d_kernels
 
         with self._lock:
             if self._kernels is None:
+                self._runtime = cupy.cuda.runtime
                 kernels = get_bm3d_kernels(self.spec)
-                functions = {}
-                for name, _, shared, _ in self._launches:
-                    kernel = kernels[name]
+                for name in self._thresholds:
+                    shared = self.spec.shared_bytes(name == "bm3d_wiener")
                     if shared > _DEFAULT_SHARED_LIMIT:
-                        kernel.max_dynamic_shared_size_bytes = shared
-                    functions[name] = kernel.kernel
-                self._kernels = functions
+                        kernels[name].max_dynamic_shared_size_bytes = shared
+                self._kernels = {name: kernel.kernel for name, kernel in kernels.items()}
         return self._kernels

@@ -163,13 +163,13 @@ class NlmPass:
         record["out"] = out_ptr
         return record, record.view(np.int64)
 
-    def launch(self, args, values: list, guides: list, stream) -> None:
-        """Queue this pass's kernel for one frame on `stream` (window slot addresses)."""
+    def launch(self, args, numbers: tuple, values: list, guides: list, state) -> None:
+        """Queue this pass's kernel for one frame on the thread's stream (window slots)."""
         record, view = args
         window = self.window
         view[:window] = guides if self.options.has_ref else values
         view[window : 2 * window] = values
-        self.function()(self.grid, self.block, (record,), self.shared_bytes, stream)
+        self.function()(self.grid, self.block, (record,), self.shared_bytes, state.stream)
 
     def release(self, lease) -> None:
         """Nothing to give back: an NLM pass holds no per-frame resources."""
@@ -177,6 +177,9 @@ class NlmPass:
     def memory_bytes(self) -> int:
         """Device memory of its own: none (the backend owns slots and output buffers)."""
         return 0
+
+    def forget(self, numbers) -> None:
+        """Nothing cached per frame number."""
 
     def function(self):
         """The compiled kernel on the current device (compiles on first use)."""

@@ -30,7 +30,14 @@ from avdenoise_vs._reference._bm3d_transforms import (
     kaiser_window,
 )
 
-__all__ = ["StageOptions", "Window", "basic_stage", "final_stage", "ht_match_threshold"]
+__all__ = [
+    "StageOptions",
+    "Window",
+    "basic_stage",
+    "final_stage",
+    "ht_match_threshold",
+    "stage_sums",
+]
 
 #: Block-distance thresholds on ``||a - b||^2 / 64`` in 8-bit units (``mismatch_scale``
 #: multiplies them). Hard thresholding: ``max(TAU_HT, TAU_HT_MARGIN + 2 sigma^2)``, see
@@ -193,6 +200,12 @@ class _Accumulator:
             self.num[c] += np.bincount(flat, weights=(kw * blocks[:, c]).ravel(), minlength=size)
             self.den[c] += np.bincount(flat, weights=kw.ravel(), minlength=size)
 
+    def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return the weighted sums and the weights of every frame, each (T, C, H, W)."""
+        t, c, h, w = self.shape
+        return (self.num.reshape(c, t, h, w).swapaxes(0, 1),
+                self.den.reshape(c, t, h, w).swapaxes(0, 1))  # fmt: skip
+
     def result(self) -> np.ndarray:
         """Return the estimates of the output frames, shape (n_out, C, H, W)."""
         t, c, h, w = self.shape
@@ -205,7 +218,7 @@ class _Accumulator:
 Shrink = Callable[[Groups, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
-def _filter(window: Window, group_sets: list[Groups], shrink: Shrink, out_frames) -> np.ndarray:
+def _filter(window: Window, group_sets: list[Groups], shrink: Shrink, out_frames) -> _Accumulator:
     """Shrink every group and aggregate the estimates of ``out_frames``.
 
     ``shrink(groups, rows, size)`` returns the block estimates (n, size, C, 8, 8) and weights
@@ -221,15 +234,11 @@ def _filter(window: Window, group_sets: list[Groups], shrink: Shrink, out_frames
                 est, weight = shrink(groups, batch, size)
                 sel = (batch, slice(0, size))
                 acc.add(est, weight, groups.frame[sel], groups.y[sel], groups.x[sel])
-    return acc.result()
+    return acc
 
 
-def basic_stage(window, ref_frames, out_frames, opts: StageOptions, lambda_ht) -> np.ndarray:
-    """Hard-thresholding stage; all channels share the grouping of channel 0.
-
-    Groups the reference blocks of ``ref_frames`` on the noisy channel 0 and returns the
-    basic estimates of ``out_frames``, shape (len(out_frames), C, H, W).
-    """
+def _basic_sums(window, ref_frames, out_frames, opts: StageOptions, lambda_ht) -> _Accumulator:
+    """Hard thresholding of the groups of ``ref_frames``, matched on the noisy channel 0."""
     tau = ht_match_threshold(float(window.sigma[0]))
     group_sets = [_groups(window.video[:, 0], f, opts, tau) for f in ref_frames]
 
@@ -241,12 +250,8 @@ def basic_stage(window, ref_frames, out_frames, opts: StageOptions, lambda_ht) -
     return _filter(window, group_sets, shrink, out_frames)
 
 
-def final_stage(window, pilot: Window, ref_frames, out_frames, opts: StageOptions) -> np.ndarray:
-    """Wiener stage; all channels share the grouping of the pilot's channel 0.
-
-    Groups on the basic estimates ``pilot``, filters the noisy ``window`` with Wiener
-    attenuations from the pilot groups, and returns the estimates of ``out_frames``.
-    """
+def _final_sums(window, pilot: Window, ref_frames, out_frames, opts: StageOptions) -> _Accumulator:
+    """Wiener filtering of the groups of ``ref_frames``, matched on the pilot's channel 0."""
     group_sets = [_groups(pilot.video[:, 0], f, opts, TAU_WIENER) for f in ref_frames]
 
     def shrink(groups, rows, size):
@@ -256,3 +261,31 @@ def final_stage(window, pilot: Window, ref_frames, out_frames, opts: StageOption
         return _inverse_spectrum(spec, TRANSFORM_WIENER), weight
 
     return _filter(window, group_sets, shrink, out_frames)
+
+
+def basic_stage(window, ref_frames, out_frames, opts: StageOptions, lambda_ht) -> np.ndarray:
+    """Hard-thresholding stage; all channels share the grouping of channel 0.
+
+    Groups the reference blocks of ``ref_frames`` on the noisy channel 0 and returns the
+    basic estimates of ``out_frames``, shape (len(out_frames), C, H, W).
+    """
+    return _basic_sums(window, ref_frames, out_frames, opts, lambda_ht).result()
+
+
+def final_stage(window, pilot: Window, ref_frames, out_frames, opts: StageOptions) -> np.ndarray:
+    """Wiener stage; all channels share the grouping of the pilot's channel 0.
+
+    Groups on the basic estimates ``pilot``, filters the noisy ``window`` with Wiener
+    attenuations from the pilot groups, and returns the estimates of ``out_frames``.
+    """
+    return _final_sums(window, pilot, ref_frames, out_frames, opts).result()
+
+
+def stage_sums(window: Window, ref_frame: int, opts: StageOptions, *, lambda_ht=None, pilot=None):
+    """Weighted sums and weights, each (T, C, H, W), that the groups of the reference blocks
+    of window frame ``ref_frame`` add to every window frame: hard thresholding, or the Wiener
+    stage when a ``pilot`` window is given."""
+    frames = range(window.video.shape[0])
+    if pilot is None:
+        return _basic_sums(window, [ref_frame], frames, opts, lambda_ht).sums()
+    return _final_sums(window, pilot, [ref_frame], frames, opts).sums()

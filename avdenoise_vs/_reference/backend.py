@@ -18,8 +18,8 @@ import numpy as np
 
 from .._options import Distance, FrameLayout, PlaneOptions, SampleType
 from .._planes import plane_array
-from .bm3d import bm3d, bm3d_final
 from .nlm import nlm
+from .vbm3d import vbm3d
 
 __all__ = ["OPP", "NumpyBackend"]
 
@@ -38,6 +38,21 @@ OPP = np.array(
 
 #: BM3D works in 8-bit units (its thresholds and sigma are calibrated there).
 _BM3D_SCALE = 255.0
+
+
+class _WindowClip:
+    """The frames the bridge handed over for frame n, as a clip (see ``vbm3d.ClipFrames``)."""
+
+    def __init__(self, n: int, numbers: Sequence[int], frames: list[np.ndarray]) -> None:
+        self.first = n - len(numbers) // 2
+        self.numbers = numbers
+        self.by_number = dict(zip(numbers, frames, strict=True))
+
+    def number(self, position: int) -> int:
+        return self.numbers[position - self.first]
+
+    def frame(self, number: int) -> np.ndarray:
+        return self.by_number[number]
 
 
 class NumpyBackend:
@@ -64,7 +79,7 @@ class NumpyBackend:
         center = len(frame_numbers) // 2
         for options in self.passes:
             if options.algorithm == "bm3d":
-                self._bm3d_pass(options, center, windows, dst)
+                self._bm3d_pass(options, n, frame_numbers, windows, dst)
             else:
                 self._nlm_pass(options, center, windows, dst)
 
@@ -86,15 +101,26 @@ class NumpyBackend:
         for index, plane in enumerate(options.planes):
             self._store(dst[plane], plane, out[index])
 
-    def _bm3d_pass(self, options: PlaneOptions, center: int, windows: tuple, dst: tuple) -> None:
+    def _bm3d_pass(self, options: PlaneOptions, n: int, numbers, windows: tuple, dst) -> None:
         """One BM3D pass in 8-bit scale: OPP for RGB, joint for YUV/RGB, else per plane.
 
-        With ``has_ref`` only the Wiener stage runs, piloted by the ``ref`` window (see
+        V-BM3D as :mod:`~avdenoise_vs._reference.vbm3d` defines it, on the frames the bridge
+        handed over (``options.window_radius`` on each side of n). With ``has_ref`` only the
+        Wiener stage runs, piloted by the ``ref`` clip (see
         :class:`~avdenoise_vs._options.PlaneOptions`).
         """
-        frames = self._bm3d_window(options, windows[0])
-        sigma = options.plane_strengths or options.strength
-        common = dict(
+        clip = _WindowClip(n, numbers, self._bm3d_window(options, windows[0]))
+        pilot = None
+        if options.has_ref:
+            pilot = _WindowClip(n, numbers, self._bm3d_window(options, windows[1]))
+        out = vbm3d(
+            clip,
+            n,
+            options.plane_strengths or options.strength,
+            radius=options.radius,
+            stages=options.stages,
+            pilot=pilot,
+            lambda_ht=options.lambda_ht,
             block_step=options.block_step,
             bm_range=options.bm_range,
             ps_num=options.ps_num,
@@ -102,13 +128,6 @@ class NumpyBackend:
             mismatch_scale=options.mismatch_scale,
             joint=options.distance in (Distance.YUV, Distance.RGB),
         )
-        if options.has_ref:
-            pilot = self._bm3d_window(options, windows[1])
-            out = bm3d_final(frames, pilot, center, sigma, **common)
-        else:
-            out = bm3d(
-                frames, center, sigma, stages=options.stages, lambda_ht=options.lambda_ht, **common
-            )
         if options.distance is Distance.RGB:
             out = np.einsum("ij,ihw->jhw", OPP, out)  # OPP^-1 = OPP^T
         for index, plane in enumerate(options.planes):

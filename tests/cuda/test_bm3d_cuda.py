@@ -61,7 +61,7 @@ def compare(fmt, passes, *, frames=(0, 2), num_frames=4, ref=False, seed=3):
     noisy = SyntheticClip(fmt, num_frames, seed=seed, noise=NOISE)
     clean = SyntheticClip(fmt, num_frames, seed=seed, noise=0.0)
     clips = [noisy] + ([SyntheticClip(fmt, num_frames, seed=seed, noise=NOISE / 4)] if ref else [])
-    radius = passes[0].radius
+    radius = passes[0].window_radius
     planes = sorted({p for o in passes for p in o.planes})
     cuda = CudaBackend(passes, fmt, device_index=None)
     cpu = NumpyBackend(passes, fmt)
@@ -141,12 +141,13 @@ def test_deterministic_in_any_order_and_thread():
     clip = SyntheticClip(fmt, 6, seed=5, noise=NOISE)
     backend = CudaBackend(passes, fmt, device_index=None)
     planes = [0, 1, 2]
-    first = {n: run(backend, [clip], n, 1, planes) for n in range(6)}
+    radius = passes[0].window_radius
+    first = {n: run(backend, [clip], n, radius, planes) for n in range(6)}
     again = {}
 
     def worker(numbers):
         for n in numbers:
-            again[n] = run(backend, [clip], n, 1, planes)
+            again[n] = run(backend, [clip], n, radius, planes)
 
     threads = [threading.Thread(target=worker, args=([n],)) for n in (5, 3, 1, 0, 4, 2)]
     for thread in threads:
