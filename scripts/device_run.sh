@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# One call on the lent GPU machine: install, test, benchmark, fleet. Run from the repo root:
-#   bash scripts/device_run.sh [tests] [bench] [fleet]     (default: all three)
+# One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
+#   bash scripts/device_run.sh [tests] [bench] [bm3d] [fleet]     (default: all four)
+# bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
+# BENCH_BM3D_PLUGINS); both BENCH_SECONDS. Case names of bm3d contain commas (see its --help).
 # Expects .device/rivals (fetch_rivals.sh output plus our wheel: see docs/BENCHMARKS.md) and
 # .device/device_setup.sh (a copy of ../shared/bench/device_setup.sh), carried with the call.
 # Logs and tables go to $OUT (or out/ when OUT is unset).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 out=${OUT:-out}; mkdir -p "$out"
-steps=${*:-tests bench fleet}
+steps=${*:-tests bench bm3d fleet}
 source .device/device_setup.sh .device/rivals || { echo "install failed"; exit 1; }
 export PATH=/tmp/site/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -21,6 +23,12 @@ if [[ $steps == *bench* ]]; then
     python3 scripts/bench_nlm.py --seconds "${BENCH_SECONDS:-2}" --json "$out/bench.json" \
         ${BENCH_CASES:+--cases "$BENCH_CASES"} ${BENCH_PLUGINS:+--plugins "$BENCH_PLUGINS"} \
         2>&1 | tee "$out/bench.log" | tail -40
+fi
+if [[ $steps == *bm3d* ]]; then
+    python3 scripts/bench_bm3d.py --seconds "${BENCH_SECONDS:-2}" --json "$out/bench_bm3d.json" \
+        ${BENCH_BM3D_CASES:+--cases "$BENCH_BM3D_CASES"} \
+        ${BENCH_BM3D_PLUGINS:+--plugins "$BENCH_BM3D_PLUGINS"} \
+        2>&1 | tee "$out/bench_bm3d.log" | tail -40
 fi
 if [[ $steps == *fleet* ]]; then
     fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }

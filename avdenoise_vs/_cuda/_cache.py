@@ -22,6 +22,15 @@ __all__ = ["Entry", "FrameCache", "wait_for"]
 logger = logging.getLogger(__name__)
 
 
+def _debug(message: str, *args) -> None:
+    """Log at debug level, never raising: under vspipe (R79) a log record from a VapourSynth
+    thread can raise inside VapourSynth's logging bridge, which would fail the frame."""
+    try:
+        logger.debug(message, *args)
+    except Exception:
+        pass
+
+
 class _Slot:
     """One device buffer for the planes of one frame, and the event of its last upload."""
 
@@ -134,9 +143,7 @@ class FrameCache:
                 if entry.refs == 0:
                     del self._entries[key]
                     return entry.slot
-            logger.debug(
-                "avdenoise: every cached frame is in use; adding slot %d", len(self._slots)
-            )
+            _debug("avdenoise: every cached entry is in use; adding slot %d", len(self._slots))
         slot = _Slot(self.slot_bytes)
         self._slots.append(slot)
         return slot

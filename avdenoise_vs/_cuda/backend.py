@@ -214,7 +214,9 @@ class CudaBackend:
             ]
             if cache_slots is None:
                 free, _ = cupy.cuda.runtime.memGetInfo()
-                wanted = self._num_inputs * (2 * self._window + 24)
+                # BM3D windows are wide (up to 8r + 1 frames) but read once per frame.
+                spare = 16 if any(o.algorithm == "bm3d" for o in passes) else self._window + 24
+                wanted = self._num_inputs * (self._window + spare)
                 floor = self._num_inputs * (self._window + 2)
                 cache_slots = max(floor, min(wanted, free // 4 // self._buffer_bytes))
         self._cache = FrameCache(self._buffer_bytes, cache_slots)

@@ -49,8 +49,11 @@ _ALIGN = 128  # work-plane pitch, elements
 _PIXEL_BLOCK = (32, 8, 1)  # threads of the per-pixel kernels
 _STAGE_BLOCK = (32 * BM3D_WARPS, 1, 1)
 _DEFAULT_SHARED_LIMIT = 48 * 1024
-#: Workspaces per pass: frames of one pass on the GPU at once.
-DEFAULT_WORKSPACES = 4
+#: Workspaces per pass: frames of one pass on the GPU at once. Spatial frames are light and
+#: many keep the GPU busy; a V-BM3D workspace holds 2r + 1 frames of float planes and int64
+#: sums (750 MB at 1080p 4:4:4, r = 2), and two already overlap one frame's uploads with
+#: another's kernels.
+DEFAULT_WORKSPACES = (4, 2)  # (spatial, temporal)
 #: Largest plane side: block keys pack positions into 13 bits (bm3d.cuh, ``bm_key``).
 MAX_PLANE_SIDE = (1 << 13) + 7
 
@@ -120,8 +123,8 @@ class Bm3dPass:
         Byte offset of each plane inside a frame slot and inside an output buffer.
     pitch : dict of int to int
         Row pitch in bytes of each plane (the same in slots and output buffers).
-    workspaces : int
-        Most frames of this pass on the GPU at once.
+    workspaces : int, optional
+        Most frames of this pass on the GPU at once; default ``DEFAULT_WORKSPACES``.
     """
 
     def __init__(
@@ -130,7 +133,7 @@ class Bm3dPass:
         layout: FrameLayout,
         offsets: dict[int, int],
         pitch: dict[int, int],
-        workspaces: int = DEFAULT_WORKSPACES,
+        workspaces: int | None = None,
     ) -> None:
         self.options = options
         planes = options.planes
@@ -154,7 +157,7 @@ class Bm3dPass:
         self._frame_bytes = 4 * self._frame_floats
         self._acc_bytes = 8 * self.window * self._frame_floats
         self.workspace_bytes = 2 * self.window * self._frame_bytes + 2 * self._acc_bytes
-        self._limit = workspaces
+        self._limit = workspaces or DEFAULT_WORKSPACES[self.window > 1]
         self._pool: queue.SimpleQueue[_Workspace] = queue.SimpleQueue()
         self._created = 0
         self._lock = threading.Lock()

@@ -1,0 +1,409 @@
+"""The harness shared by the speed benchmarks (``bench_nlm.py``, ``bench_bm3d.py``).
+
+A benchmark script describes itself as a :class:`Bench` (its cases, plugins, source and how to
+build each filter) and calls :func:`main`. The harness then runs every (plugin, case) in its own
+worker process (``SCRIPT --worker PLUGIN CASE``: GPU memory is per filter and a crash stays
+contained), which times the first frame, measures the luma PSNR against the clean clip and the
+GPU memory taken, and has vspipe render a stretch of frames through ``SCRIPT.vpy`` for the fps,
+as users run filters. The source is a real picture panning across the frame with noise added
+by a native expression, so it costs no Python time per frame. A plugin that is missing or
+refuses a case gets ``n/a`` in the table rather than stopping the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Bench", "Noise", "gpu_memory_used", "main", "make_source", "render"]
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class Noise:
+    """White noise added to the clean clip, in 8-bit code values whatever the format.
+
+    Attributes
+    ----------
+    kind : str
+        ``"uniform"`` (`level` is the peak-to-peak range) or ``"gaussian"`` (`level` is the
+        standard deviation).
+    level : float
+        Size of the noise in 8-bit code values.
+    """
+
+    kind: str
+    level: float
+
+    def draw(self, rng, shape: tuple[int, ...], peak: float):
+        """Zero-mean noise of `shape` in sample units of a format whose white is `peak`."""
+        scale = self.level / 255 * peak
+        if self.kind == "uniform":
+            return rng.uniform(-scale / 2, scale / 2, shape)
+        if self.kind == "gaussian":
+            return rng.normal(0.0, scale, shape)
+        raise ValueError(f"unknown noise kind {self.kind!r}")
+
+    def describe(self) -> str:
+        """The noise as the table header states it."""
+        if self.kind == "uniform":
+            return f"uniform noise {self.level} codes p-p"
+        return f"Gaussian noise sigma {self.level} codes"
+
+
+#: ``build(core, plugin, case, noisy)`` returns the filtered clip and a note for its cell
+#: (how it was run, when that differs between runs), or None.
+Build = Callable[[object, str, str, object], tuple[object, str | None]]
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One speed benchmark, as the harness runs it.
+
+    Attributes
+    ----------
+    script : Path
+        The benchmark script: workers run it with ``--worker`` and vspipe runs the ``.vpy``
+        beside it, which calls :func:`render`.
+    title, settings : str
+        The table header: ``### {title}, date, GPU, threads, {settings}; cells: ...``.
+    cases : mapping
+        Case name -> whatever `source` and `build` read of it.
+    plugins : sequence of str
+        Columns of the table, ``"source"`` (no filter: the harness ceiling) first.
+    source : callable
+        ``source(core, case)`` returns the (noisy, clean) clips, usually from
+        :func:`make_source`.
+    build : callable
+        See :data:`Build`; raise to mark the cell n/a (the message is printed).
+    setup : callable or None
+        ``setup(core, plugin, case)``, run in every process before the source is built and
+        the clock starts (to load a plugin that is not autoloaded); raise to mark the cell n/a.
+    steady_fps : bool
+        Report the steady rate, without what a vspipe run pays once (see :func:`vspipe_fps`);
+        off, the rate of one vspipe run, first frame included, as the NLM runs were measured.
+    """
+
+    script: Path
+    title: str
+    settings: str
+    cases: Mapping[str, object]
+    plugins: Sequence[str]
+    source: Callable[[object, str], tuple[object, object]]
+    build: Build
+    setup: Callable[[object, str, str], None] | None = None
+    steady_fps: bool = False
+
+
+def make_source(core, fmt_name: str, width: int, height: int, noise: Noise):
+    """(noisy, clean) clips: 24 crops of an upscaled real picture panning, looped.
+
+    Integer formats get the noise rounded around mid-grey; float formats (luma in [0, 1],
+    chroma centred on 0) get it as drawn.
+    """
+    import numpy as np
+    import vapoursynth as vs
+
+    sys.path.insert(0, str(ROOT))
+    from avdenoise_vs.sample import _picture
+
+    picture = _picture()
+    blank = core.std.BlankClip(
+        width=picture.shape[1], height=picture.shape[0], format=vs.RGB24, length=1
+    )
+
+    def fill(n, f):
+        out = f.copy()
+        for p in range(3):
+            np.asarray(out[p])[...] = picture[..., p]
+        return out
+
+    rgb = core.std.ModifyFrame(blank, blank, fill)
+    big = core.resize.Bicubic(
+        rgb, width + 96, height + 48, format=getattr(vs, fmt_name), matrix_s="709"
+    )
+    crops = [core.std.CropAbs(big, width, height, left=4 * n, top=2 * n) for n in range(24)]
+    clean = core.std.Splice(crops)
+    fmt = clean.format
+    if fmt.sample_type == vs.FLOAT:
+        peak, mid = 1.0, 0
+    else:
+        peak = (1 << fmt.bits_per_sample) - 1
+        mid = (peak + 1) // 2
+    rng = np.random.default_rng(0)
+
+    def fill_noise(n, f):
+        out = f.copy()
+        for p in range(fmt.num_planes):
+            plane = np.asarray(out[p])
+            drawn = noise.draw(rng, plane.shape, peak)
+            plane[...] = drawn if fmt.sample_type == vs.FLOAT else np.rint(mid + drawn)
+        return out
+
+    # One noise frame, rendered once and cached, cropped at a different offset per frame:
+    # the looped source then costs no Python time per frame.
+    blank_noise = core.std.BlankClip(big, length=1)
+    noise_clip = core.std.ModifyFrame(blank_noise, blank_noise, fill_noise)
+    offsets = [((36 * n) % 96, (18 * n) % 48) for n in range(24)]
+    noise_clip = core.std.Splice(
+        [core.std.CropAbs(noise_clip, width, height, left=x, top=y) for x, y in offsets]
+    )
+    noisy = core.std.Expr([clean, noise_clip], [f"x y + {mid} -"] * fmt.num_planes)
+    return core.std.Loop(noisy, times=400), core.std.Loop(clean, times=400)
+
+
+def _core(bench: Bench, plugin: str, case: str):
+    """VapourSynth's core with the benchmark's thread count and `bench.setup` applied."""
+    import vapoursynth as vs
+
+    core = vs.core
+    core.num_threads = int(os.environ.get("BENCH_THREADS", "16"))
+    if bench.setup is not None:
+        bench.setup(core, plugin, case)
+    return core
+
+
+def render(bench: Bench, plugin: str, case: str):
+    """The filtered clip of one case: what the benchmark's ``.vpy`` outputs for vspipe."""
+    core = _core(bench, plugin, case)
+    noisy, _ = bench.source(core, case)
+    return bench.build(core, plugin, case, noisy)[0]
+
+
+def gpu_memory_used() -> int | None:
+    """Bytes in use on GPU 0 (all processes), or None without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+    except Exception:
+        return None
+
+
+def _luma_psnr(out, clean) -> float | None:
+    """Mean luma PSNR of frames 3, 9 and 15 against the clean clip; None if not comparable."""
+    import numpy as np
+    import vapoursynth as vs
+
+    from avdenoise_vs.sample import psnr
+
+    if (out.width, out.height) != (clean.width, clean.height):
+        return None  # a stacked intermediate (V-BM3D before aggregation)
+    fmt = clean.format
+    peak = 1.0 if fmt.sample_type == vs.FLOAT else (1 << fmt.bits_per_sample) - 1
+    scores = [
+        psnr(np.asarray(out.get_frame(n)[0]), np.asarray(clean.get_frame(n)[0]), peak)
+        for n in (3, 9, 15)
+    ]
+    return float(np.mean(scores))
+
+
+def run_worker(bench: Bench, plugin: str, case: str, seconds: float) -> dict:
+    """Time one filter in this process; return its row."""
+    sys.path.insert(0, str(ROOT))
+    memory_before = gpu_memory_used()
+    core = _core(bench, plugin, case)
+    noisy, clean = bench.source(core, case)
+    start = time.perf_counter()
+    out, note = bench.build(core, plugin, case, noisy)
+    out.get_frame(0)
+    first_frame = time.perf_counter() - start
+    quality = _luma_psnr(out, clean)
+    probe = min(96, out.num_frames)
+    t0 = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        out[:probe].output(sink)
+    estimate = probe / (time.perf_counter() - t0)
+    frames = int(min(out.num_frames - probe, max(200, 2 * estimate * seconds)))
+    fps = vspipe_fps(bench, plugin, case, probe, probe + frames - 1)
+    memory_after = gpu_memory_used()
+    memory = None if memory_before is None else (memory_after - memory_before) / 2**20
+    row = dict(plugin=plugin, case=case, fps=fps, frames=frames, first_frame_s=first_frame)
+    row.update(psnr=quality, gpu_mib=memory)
+    if note:
+        row["note"] = note
+    return row
+
+
+def _vspipe(bench: Bench, plugin: str, case: str, first: int, last: int) -> tuple[int, float]:
+    """(frames, seconds) that vspipe reports for rendering frames first..last to nowhere."""
+    vspipe = shutil.which("vspipe") or str(Path(sys.executable).with_name("vspipe"))
+    vpy = bench.script.with_suffix(".vpy")
+    command = [vspipe, "-a", f"plugin={plugin}", "-a", f"case={case}"]
+    command += ["-s", str(first), "-e", str(last), str(vpy), "-"]
+    done = subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300
+    )
+    match = re.search(r"Output (\d+) frames in ([\d.]+) seconds \(([\d.]+) fps\)", done.stderr)
+    if done.returncode != 0 or not match:
+        raise RuntimeError(f"vspipe failed: {done.stderr.strip()[-300:]}")
+    # The seconds are printed to 0.01 s, the rate to 0.01 fps: the time from the rate is
+    # exact enough to take differences of short runs.
+    frames = int(match.group(1))
+    return frames, frames / float(match.group(3))
+
+
+def vspipe_fps(bench: Bench, plugin: str, case: str, first: int, last: int) -> float:
+    """Frames per second of vspipe rendering frames first..last of the case to nowhere.
+
+    Timing through vspipe, not ``VideoNode.output`` in this process: the latter's Python loop
+    holds the GIL for every frame, which a Python filter then waits for while native ones do
+    not (measured 2026-11-30: it capped ours at about 1300 fps at every thread count).
+
+    vspipe's time includes the first frame (CUDA context, kernel compilation), which matters
+    at a few dozen fps: BM3D at radius 1 on the H200, 2026-11-30, vszipcu fast_fused 82 fps
+    over 200 frames against 102 over 1000, BM3DCUDA 50 against 65. With `bench.steady_fps`
+    the rate is therefore taken between two runs, frames first..last and its first quarter,
+    which cancels what every run pays once; the time to the first frame is reported apart.
+    """
+    frames, seconds = _vspipe(bench, plugin, case, first, last)
+    if not bench.steady_fps:
+        return frames / seconds
+    short_frames, short_seconds = _vspipe(bench, plugin, case, first, first + (last - first) // 4)
+    if seconds <= short_seconds:  # too short to tell apart: the plain rate
+        return frames / seconds
+    return (frames - short_frames) / (seconds - short_seconds)
+
+
+def run_all(bench: Bench, cases, plugins, seconds: float) -> list[dict]:
+    """One worker process per (plugin, case); print each row as it comes."""
+    widths = (max([24, *map(len, cases)]), max([10, *map(len, plugins)]))
+    rows = []
+    for case in cases:
+        for plugin in plugins:
+            command = [sys.executable, str(bench.script), "--worker", plugin, case]
+            command += ["--seconds", str(seconds)]
+            try:
+                done = subprocess.run(
+                    command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
+                )
+            except subprocess.TimeoutExpired:
+                rows.append(dict(plugin=plugin, case=case, error="timed out"))
+            else:
+                lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+                if done.returncode == 0 and lines:
+                    rows.append(json.loads(lines[-1]))
+                else:
+                    reason = (done.stderr.strip().splitlines() or ["failed"])[-1][:120]
+                    rows.append(dict(plugin=plugin, case=case, error=reason))
+            print(format_row(rows[-1], widths), flush=True)
+    return rows
+
+
+def format_row(row: dict, widths: tuple[int, int] = (24, 10)) -> str:
+    """One console line: fps, time to the first frame, PSNR, GPU memory (or why n/a)."""
+    head = f"{row['case']:<{widths[0]}} {row['plugin']:<{widths[1]}}"
+    if "error" in row:
+        return f"{head} n/a ({row['error']})"
+    memory = "?" if row["gpu_mib"] is None else f"{row['gpu_mib']:.0f}"
+    quality = "   n/a" if row["psnr"] is None else f"{row['psnr']:6.2f}"
+    note = f"  ({row['note']})" if row.get("note") else ""
+    return (
+        f"{head} {row['fps']:8.1f} fps  first {row['first_frame_s']:6.2f} s  "
+        f"PSNR {quality}  GPU {memory} MiB{note}"
+    )
+
+
+def _cell(row: dict) -> str:
+    """A table cell: ``fps (PSNR, memory; note)``, or n/a."""
+    if "error" in row:
+        return "n/a"
+    details = ["PSNR n/a" if row["psnr"] is None else f"{row['psnr']:.2f} dB"]
+    if row["gpu_mib"] is not None:
+        details.append(f"{row['gpu_mib']:.0f} MiB")
+    note = f"; {row['note']}" if row.get("note") else ""
+    return f"{row['fps']:.0f} fps ({', '.join(details)}{note})"
+
+
+def markdown(rows: list[dict], cases, plugins, header: str) -> str:
+    """The results as a Markdown table under `header`, a row a case and a column a plugin."""
+    lines = [header, "", "| config | " + " | ".join(plugins) + " |"]
+    lines.append("|---|" + "---|" * len(plugins))
+    for case in cases:
+        cells = [
+            _cell(next(r for r in rows if r["case"] == case and r["plugin"] == plugin))
+            for plugin in plugins
+        ]
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def split_names(text: str, known) -> list[str]:
+    """Split a comma-separated list of names that may themselves contain commas.
+
+    At each point the longest run of comma-separated pieces that is a known name wins, so
+    ``"radius 0, luma,radius 0, luma, 8-bit input"`` gives both cases.
+    """
+    pieces = text.split(",")
+    names, i = [], 0
+    while i < len(pieces):
+        if not pieces[i].strip():
+            i += 1
+            continue
+        for j in range(len(pieces), i, -1):
+            name = ",".join(pieces[i:j]).strip()
+            if name in known:
+                names.append(name)
+                i = j
+                break
+        else:
+            raise ValueError(f"unknown case at {','.join(pieces[i:]).strip()!r}")
+    return names
+
+
+def _gpu_name() -> str:
+    """The GPU as nvidia-smi names it, or "no GPU"."""
+    try:
+        query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+        return subprocess.run(query, capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:
+        return "no GPU"
+
+
+def main(bench: Bench, description: str, argv: Sequence[str] | None = None) -> None:
+    """The command line every benchmark script shares (see its docstring)."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--worker", nargs=2, metavar=("PLUGIN", "CASE"))
+    parser.add_argument("--cases", default=",".join(bench.cases))
+    parser.add_argument("--plugins", default=",".join(bench.plugins))
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--append", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(run_worker(bench, *args.worker, args.seconds)))
+        return
+    try:
+        cases = split_names(args.cases, bench.cases)
+    except ValueError as error:
+        parser.error(f"{error}; known cases: {', '.join(map(repr, bench.cases))}")
+    plugins = [p for p in args.plugins.split(",") if p]
+    rows = run_all(bench, cases, plugins, args.seconds)
+    header = (
+        f"### {bench.title}, {datetime.date.today()}, {_gpu_name()}, "
+        f"{os.environ.get('BENCH_THREADS', '16')} VapourSynth threads, {bench.settings}; "
+        f"cells: {'steady ' if bench.steady_fps else ''}fps (luma PSNR vs clean, GPU memory)"
+    )
+    table = markdown(rows, cases, plugins, header)
+    print(table)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    if args.append:
+        with args.append.open("a") as f:
+            f.write("\n" + table)
