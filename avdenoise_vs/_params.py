@@ -82,7 +82,9 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "radius",
         "int",
         "Temporal radius in frames: 0 is spatial only; r searches 2r+1 frames (clamped at the "
-        "clip ends). Cost grows linearly with 2r+1. BM3D defaults to spatial, as BM3DCUDA does.",
+        "clip ends). Cost grows linearly with 2r+1. BM3D defaults to spatial, as BM3DCUDA does; "
+        "V-BM3D groups each frame's blocks across its own 2r+1 frames, so a frame reads 2r "
+        "frames on each side (4r with two stages), and on the GPU costs little more than r=0.",
         default={"nlm": 1, "bm3d": 0},
         allowed=Range(0, 8),
         alias="KNLMeansCL d, BM3DCUDA radius",
@@ -349,7 +351,8 @@ BM3D_PARAMS: tuple[Param, ...] = (
         default=0,
         doc="Temporal radius in frames: 0 is BM3D, r > 0 V-BM3D over 2r+1 frames (clamped at "
         "the clip ends), aggregated within this call as in vszipcu's BM3Dv2 (no "
-        "bm3d.VAggregate after it, unlike BM3DCUDA's BM3D). Cost grows linearly with 2r+1.",
+        "bm3d.VAggregate after it, unlike BM3DCUDA's BM3D). A frame reads 2r frames on each "
+        "side; on the GPU each frame's groups are filtered once and shared.",
     ),
     _per_plane("ps_num", "ps_num", 2, _as("ps_num", "ps_num").doc + " " + _ONLY_FIRST),
     _per_plane("ps_range", "ps_range", 4, _as("ps_range", "ps_range").doc + " " + _ONLY_FIRST),

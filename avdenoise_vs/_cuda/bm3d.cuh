@@ -12,14 +12,18 @@
 //   constant tables: bm_ht_fwd/bm_ht_inv (Bior1.5), bm_wn_fwd/bm_wn_inv (DCT), bm_ht_std
 //   (coefficient deviation under unit noise), bm_kaiser, bm_opp (3x3)
 //
-// One frame of a pass is a short sequence of launches on one stream:
-//   bm3d_load      window frames -> float planes in 8-bit scale (OPP for RGB): `noisy`, and
-//                  `pilot` from the ref clip when it is the Wiener pilot
-//   bm3d_stage<0>  hard thresholding: one warp per reference block of every window frame:
-//                  match, 3-D transform, threshold, invert, aggregate into num/den
-//   bm3d_finish    num/den -> basic estimates in `pilot` (two stages), zeroing num/den
-//   bm3d_stage<1>  Wiener filtering against `pilot`
-//   bm3d_finish    num/den -> the output samples, zeroing num/den
+// The kernels (the host side, _cuda/bm3d.py, chains them on one stream):
+//   bm3d_load      window frames -> float planes in 8-bit scale (OPP for RGB), at noisy_at[t],
+//                  and at pilot_at[t] from the ref clip when it is the Wiener pilot
+//   bm3d_hard      hard thresholding: one warp per reference block of window frame `center`:
+//                  match across the window, 3-D transform, threshold, invert, aggregate into
+//                  the int64 num/den of the member's frame (acc_slot)
+//   bm3d_wiener    the same, matched on pilot_at and shrunk by the pilot's spectra
+//   bm3d_export    num/den -> a float32 sum entry shared by several output frames (V-BM3D)
+//   bm3d_finish    num/den, or the sum entries of W(n) added in order -> basic estimates
+//                  (float planes at `dst`) or the output samples
+// Spatial BM3D: load, hard, finish (basic), wiener, finish. V-BM3D per frame m's groups:
+// load W(m), hard or wiener, export; per output frame: finish over the entries of W(n).
 //
 // Aggregation adds fixed-point int64 (value * 2^32): integer addition is associative, so the
 // sums, and the output, are the same whatever order the warps run in (deterministic, unlike
@@ -120,6 +124,19 @@ __device__ __forceinline__ bool bm_less(float d0, unsigned k0, float d1, unsigne
     return d0 < d1 || (d0 == d1 && k0 < k1);
 }
 
+// The smallest (d, k) of the warp's lanes, in every lane.
+__device__ __forceinline__ void bm_warp_min(float& d, unsigned& k) {
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) {
+        const float od = __shfl_xor_sync(0xffffffffu, d, s);
+        const unsigned ok = __shfl_xor_sync(0xffffffffu, k, s);
+        if (bm_less(od, ok, d, k)) {
+            d = od;
+            k = ok;
+        }
+    }
+}
+
 // Smallest (distance, key) of entries [begin, end) that is larger than (after_d, after_k)
 // and whose distance is below `limit`, across the warp; (inf, ~0) when there is none.
 __device__ __forceinline__ void bm_next(const float* sd, const unsigned* sk, int begin, int end,
@@ -135,15 +152,7 @@ __device__ __forceinline__ void bm_next(const float* sd, const unsigned* sk, int
             best_k = k;
         }
     }
-#pragma unroll
-    for (int s = 16; s > 0; s >>= 1) {
-        const float od = __shfl_xor_sync(0xffffffffu, best_d, s);
-        const unsigned ok = __shfl_xor_sync(0xffffffffu, best_k, s);
-        if (bm_less(od, ok, best_d, best_k)) {
-            best_d = od;
-            best_k = ok;
-        }
-    }
+    bm_warp_min(best_d, best_k);
 }
 
 // Candidates one lane compares per task: vertically adjacent blocks share 7 of their 8 rows,
@@ -321,15 +330,7 @@ __device__ int bm_select(const float* sd, const unsigned* sk, unsigned ref_key, 
     while (count < K) {
         float d = bd[0];
         unsigned k = bk[0];
-#pragma unroll
-        for (int s = 16; s > 0; s >>= 1) {
-            const float od = __shfl_xor_sync(0xffffffffu, d, s);
-            const unsigned ok = __shfl_xor_sync(0xffffffffu, k, s);
-            if (bm_less(od, ok, d, k)) {
-                d = od;
-                k = ok;
-            }
-        }
+        bm_warp_min(d, k);
         if (!(d < BM_INF)) break;
         if (lane == 0) group[count] = k;
         ++count;

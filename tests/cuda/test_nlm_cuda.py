@@ -14,13 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-cupy = pytest.importorskip("cupy")
-try:
-    _DEVICES = cupy.cuda.runtime.getDeviceCount()
-except cupy.cuda.runtime.CUDARuntimeError:
-    _DEVICES = 0
-if _DEVICES == 0:
-    pytest.skip("no CUDA device", allow_module_level=True)
+from ._gpu import require_cuda
+
+cupy = require_cuda()
 
 from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
 from avdenoise_vs._options import Distance, WeightMode  # noqa: E402
