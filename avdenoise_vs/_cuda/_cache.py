@@ -1,4 +1,5 @@
-"""Device copies of source frames, shared by every window that needs them.
+"""Device copies of source frames (and of BM3D's filtered groups), shared by every window
+that needs them.
 
 Each source frame (per input clip) is uploaded once into a device slot and stays while windows
 still use it. Entries are used from several streams: the uploader records the slot's event
@@ -15,11 +16,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
-import cupy
-
 __all__ = ["Entry", "FrameCache", "wait_for"]
 
 logger = logging.getLogger(__name__)
+
+#: A thread waits this long at most for an entry that another thread prepares; past it the
+#: frame fails with an error instead of hanging the render (a bug, never a slow GPU: entries
+#: are queued, not computed, by the time they are published).
+WAIT_LIMIT_S = 300.0
 
 
 def _debug(message: str, *args) -> None:
@@ -37,6 +41,8 @@ class _Slot:
     __slots__ = ("memory", "ptr", "event", "event_ptr")
 
     def __init__(self, nbytes: int) -> None:
+        import cupy  # here, so that the cache's logic can be tested without a GPU
+
         self.memory = cupy.cuda.alloc(nbytes)
         self.ptr = self.memory.ptr
         self.event = cupy.cuda.Event(block=False, disable_timing=True)
@@ -157,7 +163,10 @@ def wait_for(entries, stream_ptr: int, runtime) -> None:
     for entry in entries:
         if entry.complete or entry.stream == stream_ptr:
             continue
-        entry.issued.wait()
+        if not entry.issued.wait(WAIT_LIMIT_S):
+            raise RuntimeError(
+                f"avdenoise: waited {WAIT_LIMIT_S:.0f} s for {entry.key!r} from another thread"
+            )
         if entry.failed:
             raise RuntimeError(
                 f"avdenoise: preparing {entry.key!r} on the GPU failed in another thread"

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import cupy
 
-from ._bm3d_source import Bm3dSpec, bm3d_source
+from ._bm3d_source import BM3D_KERNELS, Bm3dSpec, bm3d_source
 from ._source import CUDA_OPTIONS, NlmSpec, nlm_source
 
 __all__ = ["BM3D_KERNELS", "get_bm3d_kernels", "get_nlm_main_kernel"]
-
-#: The kernels of a BM3D module (see bm3d.cuh).
-BM3D_KERNELS = ("bm3d_load", "bm3d_hard", "bm3d_wiener", "bm3d_export", "bm3d_finish")
 
 
 @cupy.memoize(for_each_device=True)

@@ -1,0 +1,175 @@
+"""The V-BM3D schedule of the CUDA backend, checked without a GPU.
+
+``Bm3dPass`` decides which groups to filter for each output frame and shares them through
+device caches (see ``avdenoise_vs/_cuda/bm3d.py``). Here fake slots, a fake runtime and fake
+kernels stand in for CuPy, and the real scheduling code runs: every frame's groups must be
+filtered once per stage however the frames are requested, each stage only after what it reads,
+and several threads must never deadlock on each other's entries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from avdenoise_vs._cuda import _cache
+from avdenoise_vs._cuda import bm3d as gpu_bm3d
+from avdenoise_vs._cuda._bm3d_source import BM3D_KERNELS
+from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, PlaneOptions, SampleType
+
+LENGTH = 14
+
+
+class _FakeSlot:
+    """A device slot with a made-up address."""
+
+    addresses = itertools.count(1 << 32, 1 << 24)
+
+    def __init__(self, nbytes: int) -> None:
+        self.memory = self.event = None
+        self.ptr = next(self.addresses)
+        self.event_ptr = self.ptr + 1
+
+
+class _Recorder:
+    """Kernels and runtime calls, in the order threads issue them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.log = []  # (what, key) in issue order
+
+    def add(self, what, key) -> None:
+        with self.lock:
+            self.log.append((what, key))
+
+    def kernel(self, name):
+        def launch(grid, block, args, shared, stream):
+            self.add("kernel", name)
+
+        return launch
+
+
+@pytest.fixture
+def schedule(monkeypatch):
+    """A factory of BM3D passes on fakes, and the recorder they report to."""
+    recorder = _Recorder()
+    monkeypatch.setattr(_cache, "_Slot", _FakeSlot)
+    monkeypatch.setattr(_cache, "WAIT_LIMIT_S", 5.0)  # a scheduling bug fails, not hangs
+
+    def load_kernels(self):
+        self._runtime = SimpleNamespace(eventRecord=lambda *a: None,
+                                        streamWaitEvent=lambda *a: None)  # fmt: skip
+        self._kernels = {name: recorder.kernel(name) for name in BM3D_KERNELS}
+        return self._kernels
+
+    def new_workspace(self):
+        ws = gpu_bm3d._Workspace()
+        ws.memory, ws.num, ws.den, ws.noisy, ws.pilot = None, 1, 2, 3, 4
+        return ws
+
+    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_load_kernels", load_kernels)
+    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_new_workspace", new_workspace)
+    for method, what in (("_sum_entry", "sum"), ("_basic_entry", "basic")):
+        original = getattr(gpu_bm3d.Bm3dPass, method)
+
+        def spy(self, lease, window, entry, state, original=original, what=what):
+            recorder.add(what, entry.key)
+            original(self, lease, window, entry, state)
+
+        monkeypatch.setattr(gpu_bm3d.Bm3dPass, method, spy)
+
+    def make(radius: int, stages: int, ref: bool = False):
+        options = PlaneOptions(
+            algorithm="bm3d", planes=(0,), distance=Distance.LUMA, strength=5.0,
+            radius=radius, search_radius=None, patch_radius=None, wmode=None, wref=None,
+            has_ref=ref, stages=stages, lambda_ht=2.7, mismatch_scale=1.0, block_step=8,
+            bm_range=4, ps_num=2, ps_range=2,
+        )  # fmt: skip
+        layout = FrameLayout(40, 32, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
+        return gpu_bm3d.Bm3dPass(options, layout, {0: 0}, {0: 64})
+
+    return make, recorder
+
+
+def _render(npass, frames, stream_ptr: int = 7, length: int = LENGTH) -> None:
+    """Process output frames as the backend does, with the bridge's clamped windows."""
+    reach = npass.options.window_radius
+    state = SimpleNamespace(stream=None, stream_ptr=stream_ptr)
+    for n in frames:
+        numbers = tuple(min(max(n + o, 0), length - 1) for o in range(-reach, reach + 1))
+        slots = [1000 + f for f in numbers]
+        lease = npass.launch(5000, numbers, slots, slots, state)
+        npass.release(lease)
+
+
+def _produced(log, what):
+    return [key for kind, key in log if kind == what]
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_every_frame_s_groups_are_filtered_once_per_stage(schedule, stages):
+    make, recorder = schedule
+    npass = make(radius=1, stages=stages)
+    _render(npass, range(LENGTH))
+    hard = _produced(recorder.log, "sum")
+    assert sorted(k for k in hard if k[0] == "hard") == [("hard", m) for m in range(LENGTH)]
+    if stages == 2:
+        assert sorted(k for k in hard if k[0] == "wiener") == [("wiener", m) for m in range(LENGTH)]
+        assert sorted(_produced(recorder.log, "basic")) == list(range(LENGTH))
+    kernels = _produced(recorder.log, "kernel")
+    # One output finish per frame, plus one per basic estimate with two stages.
+    assert kernels.count("bm3d_finish") == LENGTH * stages
+
+
+def test_each_stage_runs_after_what_it_reads(schedule):
+    """wiener(m) after the basic estimates of W(m); basic(k) after hard(m) for m in W(k)."""
+    make, recorder = schedule
+    npass = make(radius=2, stages=2)
+    _render(npass, [7, 3, 12, 0, 13, 5])
+    order = {}  # first production of each entry (an evicted one may be computed again)
+    for i, (kind, key) in enumerate(recorder.log):
+        if kind in ("sum", "basic"):
+            order.setdefault(key, i)
+
+    def window(k):
+        return {min(max(k + o, 0), LENGTH - 1) for o in range(-2, 3)}
+
+    for key, position in order.items():
+        if isinstance(key, tuple) and key[0] == "wiener":
+            assert all(order[f] < position for f in window(key[1])), key
+        elif isinstance(key, int):
+            assert all(order["hard", m] < position for m in window(key)), key
+
+
+def test_ref_pilot_runs_the_wiener_stage_alone(schedule):
+    make, recorder = schedule
+    npass = make(radius=1, stages=2, ref=True)
+    _render(npass, range(LENGTH))
+    sums = _produced(recorder.log, "sum")
+    assert sorted(sums) == [("wiener", m) for m in range(LENGTH)]
+    assert not _produced(recorder.log, "basic")
+
+
+def test_threads_in_any_order_share_entries_without_deadlock(schedule):
+    make, recorder = schedule
+    npass = make(radius=1, stages=2)
+    length = 8  # 16 sum entries: the cache keeps them all, so none is computed twice
+    frames = list(range(length)) * 3
+    random.Random(4).shuffle(frames)
+    chunks = [frames[i::6] for i in range(6)]
+    threads = [threading.Thread(target=_render, args=(npass, chunk, 100 + i, length))
+               for i, chunk in enumerate(chunks)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "threads deadlocked"
+    sums = _produced(recorder.log, "sum")
+    assert sorted(sums) == sorted(
+        [("hard", m) for m in range(length)] + [("wiener", m) for m in range(length)]
+    )
+    assert sorted(_produced(recorder.log, "basic")) == list(range(length))
