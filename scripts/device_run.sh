@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
-#   bash scripts/device_run.sh [tests] [bench] [bm3d] [fleet]     (default: all four)
+#   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet]   (default: all)
 # bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
 # BENCH_BM3D_PLUGINS); both BENCH_SECONDS. Case names of bm3d contain commas (see its --help).
+# quality: the GPU columns of docs/BM3D_QUALITY.md (ours, BM3DCUDA, vszipcu), merged into the
+# CPU report; copy $OUT/BM3D_QUALITY.md and .png into docs/ afterwards.
 # Expects .device/rivals (fetch_rivals.sh output plus our wheel: see docs/BENCHMARKS.md) and
 # .device/device_setup.sh (a copy of ../shared/bench/device_setup.sh), carried with the call.
 # Logs and tables go to $OUT (or out/ when OUT is unset).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 out=${OUT:-out}; mkdir -p "$out"
-steps=${*:-tests bench bm3d fleet}
+steps=${*:-tests bench bm3d quality fleet}
 source .device/device_setup.sh .device/rivals || { echo "install failed"; exit 1; }
 export PATH=/tmp/site/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -29,6 +31,11 @@ if [[ $steps == *bm3d* ]]; then
         ${BENCH_BM3D_CASES:+--cases "$BENCH_BM3D_CASES"} \
         ${BENCH_BM3D_PLUGINS:+--plugins "$BENCH_BM3D_PLUGINS"} \
         2>&1 | tee "$out/bench_bm3d.log" | tail -40
+fi
+if [[ $steps == *quality* ]]; then
+    python3 scripts/bm3d_quality.py --size 96 --merge docs/BM3D_QUALITY.md \
+        --backends avdenoise,avdenoise_bm3d,bm3dcuda,vszipcu --out "$out/BM3D_QUALITY.md" \
+        2>&1 | tee "$out/quality.log" | tail -20
 fi
 if [[ $steps == *fleet* ]]; then
     fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }
