@@ -41,6 +41,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.log = []  # (what, key) in issue order
+        self.records = []  # (kernel name, copy of its argument record)
 
     def add(self, what, key) -> None:
         with self.lock:
@@ -49,6 +50,8 @@ class _Recorder:
     def kernel(self, name):
         def launch(grid, block, args, shared, stream):
             self.add("kernel", name)
+            with self.lock:
+                self.records.append((name, args[0].copy()))
 
         return launch
 
@@ -66,13 +69,13 @@ def schedule(monkeypatch):
         self._kernels = {name: recorder.kernel(name) for name in BM3D_KERNELS}
         return self._kernels
 
-    def new_workspace(self):
-        ws = gpu_bm3d._Workspace()
-        ws.memory, ws.num, ws.den, ws.noisy, ws.pilot = None, 1, 2, 3, 4
-        return ws
+    addresses = itertools.count(1 << 48, 1 << 40)
+
+    def device_buffer(nbytes, zeroed):
+        return None, next(addresses)
 
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_load_kernels", load_kernels)
-    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_new_workspace", new_workspace)
+    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_device_buffer", staticmethod(device_buffer))
     for method, what in (("_sum_entry", "sum"), ("_basic_entry", "basic")):
         original = getattr(gpu_bm3d.Bm3dPass, method)
 
@@ -95,14 +98,14 @@ def schedule(monkeypatch):
     return make, recorder
 
 
-def _render(npass, frames, stream_ptr: int = 7, length: int = LENGTH) -> None:
+def _render(npass, frames, stream_ptr: int = 7, length: int = LENGTH, out: int = 5000) -> None:
     """Process output frames as the backend does, with the bridge's clamped windows."""
     reach = npass.options.window_radius
     state = SimpleNamespace(stream=None, stream_ptr=stream_ptr)
     for n in frames:
         numbers = tuple(min(max(n + o, 0), length - 1) for o in range(-reach, reach + 1))
         slots = [1000 + f for f in numbers]
-        lease = npass.launch(5000, numbers, slots, slots, state)
+        lease = npass.launch(out, numbers, slots, slots, state)
         npass.release(lease)
 
 
@@ -173,3 +176,26 @@ def test_threads_in_any_order_share_entries_without_deadlock(schedule):
         [("hard", m) for m in range(length)] + [("wiener", m) for m in range(length)]
     )
     assert sorted(_produced(recorder.log, "basic")) == list(range(length))
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_spatial_frames_reuse_their_records(schedule, stages):
+    """Radius 0: the launches of a frame in order, each record built once per workspace and
+    only the frame's slot and output buffer rewritten per frame."""
+    make, recorder = schedule
+    npass = make(radius=0, stages=stages)
+    for n in (3, 8):
+        _render(npass, [n], out=9000 + n)
+    names = [name for name, _ in recorder.records]
+    one = ["bm3d_load", "bm3d_hard", "bm3d_finish"]
+    if stages == 2:
+        one = ["bm3d_load", "bm3d_hard", "bm3d_finish", "bm3d_wiener", "bm3d_finish"]
+    assert names == one * 2
+    frames = [recorder.records[: len(one)], recorder.records[len(one) :]]
+    for n, records in zip((3, 8), frames, strict=True):
+        load, out = records[0][1], records[-1][1]
+        assert load["src"][0, 0, 0] == 1000 + n
+        assert out["out"][0] == 9000 + n and out["to_pilot"][0] == 0
+        stage = records[1][1]
+        assert stage["threshold"][0] == npass._thresholds["bm3d_hard"]
+    assert npass._created == 1  # one workspace served both frames

@@ -16,6 +16,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
+from .._log import thread_debug
+
 __all__ = ["Entry", "FrameCache", "wait_for"]
 
 logger = logging.getLogger(__name__)
@@ -24,15 +26,6 @@ logger = logging.getLogger(__name__)
 #: frame fails with an error instead of hanging the render (a bug, never a slow GPU: entries
 #: are queued, not computed, by the time they are published).
 WAIT_LIMIT_S = 300.0
-
-
-def _debug(message: str, *args) -> None:
-    """Log at debug level, never raising: under vspipe (R79) a log record from a VapourSynth
-    thread can raise inside VapourSynth's logging bridge, which would fail the frame."""
-    try:
-        logger.debug(message, *args)
-    except Exception:
-        pass
 
 
 class _Slot:
@@ -149,7 +142,9 @@ class FrameCache:
                 if entry.refs == 0:
                     del self._entries[key]
                     return entry.slot
-            _debug("avdenoise: every cached entry is in use; adding slot %d", len(self._slots))
+            thread_debug(
+                logger, "avdenoise: every cached entry is in use; adding slot %d", len(self._slots)
+            )
         slot = _Slot(self.slot_bytes)
         self._slots.append(slot)
         return slot

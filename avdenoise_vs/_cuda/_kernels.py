@@ -11,7 +11,7 @@ import cupy
 from ._bm3d_source import BM3D_KERNELS, Bm3dSpec, bm3d_source
 from ._source import CUDA_OPTIONS, NlmSpec, nlm_source
 
-__all__ = ["BM3D_KERNELS", "get_bm3d_kernels", "get_nlm_main_kernel"]
+__all__ = ["get_bm3d_kernels", "get_nlm_main_kernel"]
 
 
 @cupy.memoize(for_each_device=True)

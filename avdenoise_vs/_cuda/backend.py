@@ -39,7 +39,9 @@ import weakref
 import numpy as np
 
 from .._backends import BackendUnavailable
+from .._log import thread_debug
 from .._options import FrameLayout, PlaneOptions, SampleType
+from ._cache import FrameCache, wait_for
 
 __all__ = ["CudaBackend"]
 
@@ -167,8 +169,6 @@ class CudaBackend:
         if not 0 <= device_id < count:
             raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
 
-        from ._cache import FrameCache, wait_for
-
         self._runtime = cupy.cuda.runtime
         self._cupy = cupy
         self.passes = passes
@@ -220,7 +220,6 @@ class CudaBackend:
                 floor = self._num_inputs * (self._window + 2)
                 cache_slots = max(floor, min(wanted, free // 4 // self._buffer_bytes))
         self._cache = FrameCache(self._buffer_bytes, cache_slots)
-        self._wait_for = wait_for
         self._local = threading.local()
         # Live threads' states only: a thread's buffers go with it (threading.local).
         self._states: weakref.WeakSet[_ThreadState] = weakref.WeakSet()
@@ -304,7 +303,7 @@ class CudaBackend:
                 input_index, frame = entry.key
                 planes = windows[input_index - base][frame_numbers.index(frame)]
                 self._upload(entry, planes, state, index)
-            self._wait_for(entries, stream_ptr, runtime)
+            wait_for(entries, stream_ptr, runtime)
 
             slots = dict(zip(keys, (entry.slot.ptr for entry in entries), strict=True))
             values = [slots[(base, f)] for f in frame_numbers]
@@ -345,7 +344,7 @@ class CudaBackend:
                 try:  # nothing may still read a slot once it is released
                     runtime.streamSynchronize(stream_ptr)
                 except Exception:  # the original error matters more
-                    logger.debug("avdenoise: stream synchronize after an error failed")
+                    thread_debug(logger, "avdenoise: stream synchronize after an error failed")
             self._cache.release(entries)
             for npass, lease in leases:
                 npass.release(lease)

@@ -81,9 +81,10 @@ def _reference_count(length: int, step: int) -> int:
 
 
 class _Workspace:
-    """One frame's work buffers: float planes of the window (noisy, pilot), accumulators."""
+    """One frame's work buffers: float planes of the window (noisy, pilot), accumulators;
+    for spatial BM3D also the argument record of each launch, built once."""
 
-    __slots__ = ("memory", "noisy", "pilot", "num", "den")
+    __slots__ = ("memory", "noisy", "pilot", "num", "den", "spatial")
 
 
 class _Lease:
@@ -179,13 +180,19 @@ class Bm3dPass:
         template["lambda_ht"] = options.lambda_ht
         template["scale"] = 255.0 / layout.peak
         template["peak"] = layout.peak
+        template["inputs"] = 1 + options.has_ref
         self._template = template
-        self._pixel_grid = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]), 1)
+        self._pixel_grid = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
+        self._load_grid = (*self._pixel_grid, self.window * (1 + options.has_ref))
         separate = 1 if self.spec.joint else channels
         self._stage_grid = (-(-refs[0] * refs[1] // BM3D_WARPS), 1, separate)
         self._thresholds = {
             "bm3d_hard": ht_match_threshold(options.strength) * options.mismatch_scale,
             "bm3d_wiener": TAU_WIENER * options.mismatch_scale,
+        }
+        self._stage_shared = {
+            "bm3d_hard": self.spec.shared_bytes(False),
+            "bm3d_wiener": self.spec.shared_bytes(True),
         }
 
     # -- per frame --------------------------------------------------------------------------
@@ -233,19 +240,30 @@ class Bm3dPass:
     # -- spatial BM3D -----------------------------------------------------------------------
 
     def _spatial(self, ws: _Workspace, out_ptr: int, slot: int, ref_slot: int, stream) -> None:
-        """One frame, radius 0: load, stage(s), finish; accumulators in the workspace."""
-        load = self._record(ws, src=[[slot], [ref_slot]], inputs=1 + self.options.has_ref,
-                            noisy_at=[ws.noisy], pilot_at=[ws.pilot])  # fmt: skip
-        self._run("bm3d_load", load, stream)
+        """One frame, radius 0: load, stage(s), finish; accumulators in the workspace. Only
+        the frame's slots and output buffer change from frame to frame."""
+        records = ws.spatial
+        records["load"]["src"][0, :, 0] = slot, ref_slot
+        records["out"]["out"] = out_ptr
+        self._run("bm3d_load", records["load"], stream)
         if self.run_hard:
-            self._run("bm3d_hard", self._record(ws, noisy_at=[ws.noisy]), stream)
+            self._run("bm3d_hard", records["hard"], stream)
             if self.run_wiener:
-                basic = self._record(ws, to_pilot=1, dst=ws.pilot)
-                self._run("bm3d_finish", basic, stream)
+                self._run("bm3d_finish", records["basic"], stream)
         if self.run_wiener:
-            wiener = self._record(ws, noisy_at=[ws.noisy], pilot_at=[ws.pilot])
-            self._run("bm3d_wiener", wiener, stream)
-        self._run("bm3d_finish", self._record(ws, out=out_ptr), stream)
+            self._run("bm3d_wiener", records["wiener"], stream)
+        self._run("bm3d_finish", records["out"], stream)
+
+    def _spatial_records(self, ws: _Workspace) -> dict[str, np.ndarray]:
+        """The argument records of a spatial frame, by launch (see :meth:`_spatial`)."""
+        frame = dict(noisy_at=[ws.noisy], pilot_at=[ws.pilot])
+        return {
+            "load": self._record(ws, **frame),
+            "hard": self._stage_record(ws, "bm3d_hard", **frame),
+            "basic": self._record(ws, to_pilot=1, dst=ws.pilot),
+            "wiener": self._stage_record(ws, "bm3d_wiener", **frame),
+            "out": self._record(ws),
+        }
 
     # -- V-BM3D ----------------------------------------------------------------------------
 
@@ -285,7 +303,7 @@ class Bm3dPass:
         noisy = [ws.noisy + t * self._frame_bytes for t in range(self.window)]
         pilot = [ws.pilot + t * self._frame_bytes for t in range(self.window)]
         has_ref = self.options.has_ref
-        load = self._record(ws, noisy_at=noisy, pilot_at=pilot, inputs=1 + has_ref,
+        load = self._record(ws, noisy_at=noisy, pilot_at=pilot,
                             src=[[window.slot[f] for f in numbers],
                                  [window.ref_slot[f] for f in numbers]])  # fmt: skip
         self._run("bm3d_load", load, stream)
@@ -295,8 +313,9 @@ class Bm3dPass:
             pilot = [basics[f].slot.ptr for f in numbers]
         # Window frames repeated at the clip ends share one accumulator frame.
         slots = [numbers.index(f) for f in numbers]
-        record = self._record(ws, noisy_at=noisy, pilot_at=pilot, acc_slot=slots)
-        self._run("bm3d_" + stage, record, stream)
+        name = "bm3d_" + stage
+        record = self._stage_record(ws, name, noisy_at=noisy, pilot_at=pilot, acc_slot=slots)
+        self._run(name, record, stream)
         export = self._record(ws, dst=entry.slot.ptr)
         self._run("bm3d_export", export, stream, frames=self.window)
 
@@ -351,17 +370,17 @@ class Bm3dPass:
                 record[name] = value
         return record
 
+    def _stage_record(self, ws: _Workspace, name: str, **fields) -> np.ndarray:
+        """The record of a stage kernel: :meth:`_record` with the stage's match threshold."""
+        return self._record(ws, threshold=self._thresholds[name], **fields)
+
     def _run(self, name: str, record: np.ndarray, stream, frames: int = 1) -> None:
-        if name in self._thresholds:
-            record["threshold"] = self._thresholds[name]
-            shared = self.spec.shared_bytes(name == "bm3d_wiener")
+        """Launch kernel `name`; per-pixel kernels other than load cover `frames` frames."""
+        shared = self._stage_shared.get(name)
+        if shared is not None:
             self._kernels[name](self._stage_grid, _STAGE_BLOCK, (record,), shared, stream)
             return
-        grid = self._pixel_grid
-        if name == "bm3d_load":
-            grid = (*grid[:2], self.window * int(record["inputs"][0]))
-        elif frames > 1:
-            grid = (*grid[:2], frames)
+        grid = self._load_grid if name == "bm3d_load" else (*self._pixel_grid, frames)
         self._kernels[name](grid, _PIXEL_BLOCK, (record,), 0, stream)
 
     def _caches(self):
@@ -394,16 +413,23 @@ class Bm3dPass:
 
     def _new_workspace(self) -> _Workspace:
         """Allocate work buffers (accumulators zeroed: each finish or export leaves them zero)."""
-        import cupy
-
         ws = _Workspace()
-        ws.memory = cupy.cuda.alloc(self.workspace_bytes)
-        cupy.cuda.runtime.memset(ws.memory.ptr, 0, 2 * self._acc_bytes)
-        ws.num = ws.memory.ptr
+        ws.memory, base = self._device_buffer(self.workspace_bytes, zeroed=2 * self._acc_bytes)
+        ws.num = base
         ws.den = ws.num + self._acc_bytes
         ws.noisy = ws.den + self._acc_bytes
         ws.pilot = ws.noisy + self.window * self._frame_bytes
+        ws.spatial = self._spatial_records(ws) if self.window == 1 else None
         return ws
+
+    @staticmethod
+    def _device_buffer(nbytes: int, zeroed: int):
+        """``(memory, address)`` of `nbytes` of device memory whose first `zeroed` are 0."""
+        import cupy
+
+        memory = cupy.cuda.alloc(nbytes)
+        cupy.cuda.runtime.memset(memory.ptr, 0, zeroed)
+        return memory, memory.ptr
 
     def _load_kernels(self) -> dict:
         import cupy
@@ -414,8 +440,7 @@ class Bm3dPass:
             if self._kernels is None:
                 self._runtime = cupy.cuda.runtime
                 kernels = get_bm3d_kernels(self.spec)
-                for name in self._thresholds:
-                    shared = self.spec.shared_bytes(name == "bm3d_wiener")
+                for name, shared in self._stage_shared.items():
                     if shared > _DEFAULT_SHARED_LIMIT:
                         kernels[name].max_dynamic_shared_size_bytes = shared
                 self._kernels = {name: kernel.kernel for name, kernel in kernels.items()}

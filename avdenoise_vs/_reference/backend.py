@@ -57,8 +57,7 @@ class _WindowClip:
 
 class NumpyBackend:
     """Denoise each requested frame with the reference :func:`~avdenoise_vs._reference.nlm.nlm`
-    or :func:`~avdenoise_vs._reference.bm3d.bm3d` (``bm3d_final`` with a ``ref`` pilot), in
-    float64.
+    or :func:`~avdenoise_vs._reference.vbm3d.vbm3d`, in float64.
 
     Parameters
     ----------

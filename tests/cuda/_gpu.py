@@ -12,7 +12,7 @@ def require_cuda():
     cupy = pytest.importorskip("cupy")
     try:
         count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError:
+    except Exception:  # no driver at all, or a broken one
         count = 0
     if count == 0:
         pytest.skip("no CUDA device", allow_module_level=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ._gpu import require_cuda
+
 vs = pytest.importorskip("vapoursynth")
-cupy = pytest.importorskip("cupy")
+require_cuda()
 
 from ..vsclips import (  # noqa: E402
     FORMATS,
@@ -16,12 +18,7 @@ from ..vsclips import (  # noqa: E402
     random_planes,
 )
 
-try:
-    HAVE_GPU = cupy.cuda.runtime.getDeviceCount() > 0
-except Exception:  # no driver at all
-    HAVE_GPU = False
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_GPU, reason="no CUDA device")]
+pytestmark = pytest.mark.gpu
 
 
 def make_clip(core, name, width=61, height=37, length=6, seed=0):

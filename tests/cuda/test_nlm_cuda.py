@@ -16,7 +16,7 @@ import pytest
 
 from ._gpu import require_cuda
 
-cupy = require_cuda()
+require_cuda()
 
 from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
 from avdenoise_vs._options import Distance, WeightMode  # noqa: E402
