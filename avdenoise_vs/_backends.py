@@ -61,12 +61,17 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout):
         from ._reference.backend import NumpyBackend
 
         return NumpyBackend(passes, layout)
+    from .warmup import record_phase
+
+    record_phase("script")
     try:
         from ._cuda.backend import CudaBackend
     except ImportError as error:
         raise BackendUnavailable(f"the CUDA backend cannot load ({error})") from error
     backend = CudaBackend(passes, layout, device_index=index)
+    record_phase("cuda")
     _warm_up(backend, (passes, index), layout)
+    record_phase("warm")
     return backend
 
 

@@ -28,7 +28,8 @@ AVDENOISE_WARMUP_REPORT
     ``compiled-<pid>`` (compiled under a held place), ``waited-<pid>`` (waited, then found the
     cache warm), ``self-<pid>`` (gave up waiting and compiled for itself), ``warm-<pid>`` (found
     the stamp at once) and ``unqueued-<pid>`` (queue switched off or unusable); each line is a
-    key. ``scripts/fleet.py`` reads them.
+    key. A file ``phases-<pid>`` holds ``<phase> <time.time()>`` lines marking the steps of a
+    GPU filter's creation (see `record_phase`). ``scripts/fleet.py`` reads them.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ __all__ = [
     "cache_dir",
     "environment_fingerprint",
     "kernel_key",
+    "record_phase",
     "warm_up",
 ]
 
@@ -230,14 +232,27 @@ def _unclaim(key: int) -> None:
 
 def _report(kind: str, key: int) -> None:
     """Record what the queue did for this process, for ``scripts/fleet.py``."""
+    _append_report(f"{kind}-{os.getpid()}", f"{key:032x}")
+
+
+def record_phase(name: str) -> None:
+    """Note in the report folder (if any) that this process reached `name`, and when.
+
+    The fleet benchmark turns these into where a worker's time to its first frame goes
+    (package loaded, CUDA context up, kernels warm) without a profiler on every worker.
+    """
+    _append_report(f"phases-{os.getpid()}", f"{name} {time.time():.6f}")
+
+
+def _append_report(filename: str, line: str) -> None:
+    """Append `line` to `filename` in the report folder; never raises."""
     directory = os.environ.get(_REPORT_ENV)
     if not directory:
         return
     try:
         os.makedirs(directory, exist_ok=True)
-        path = os.path.join(directory, f"{kind}-{os.getpid()}")
-        with open(path, "a", encoding="ascii") as report:
-            report.write(f"{key:032x}\n")
+        with open(os.path.join(directory, filename), "a", encoding="ascii") as report:
+            report.write(line + "\n")
     except OSError as exc:
         logger.debug("cannot write the warm-up report in %s (%s)", directory, exc)
 

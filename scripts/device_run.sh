@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
-#   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet]   (default: all)
+#   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor]
+# (default: all but floor, which measures a fleet's start-up without the filter)
 # bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
 # BENCH_BM3D_PLUGINS); both BENCH_SECONDS. Case names of bm3d contain commas (see its --help).
 # quality: the GPU columns of docs/BM3D_QUALITY.md (ours, BM3DCUDA, vszipcu), merged into the
@@ -37,20 +38,43 @@ if [[ $steps == *quality* ]]; then
         --backends avdenoise,avdenoise_bm3d,bm3dcuda,vszipcu --out "$out/BM3D_QUALITY.md" \
         2>&1 | tee "$out/quality.log" | tail -20
 fi
-if [[ $steps == *fleet* ]]; then
-    fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }
+fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }
+if [[ $steps == *floor* ]]; then
+    # What a fleet pays before denoising: a lone warm worker, then 16 workers without the filter
+    # (Python and VapourSynth only) and with CUDA started but no filter.
     {
-        echo "## lone cold worker"; fleet --workers 1 --frames 0:64 --cold --json "$out/fleet-1.json"
-        for n in 8 16; do
-            echo "## $n workers, cold, queue on"
-            fleet --workers $n --frames 0:$((n * 48)) --cold --json "$out/fleet-$n-cold-on.json"
-            echo "## $n workers, cold, queue off"
-            fleet --workers $n --frames 0:$((n * 48)) --cold --queue off --json "$out/fleet-$n-cold-off.json"
-            export CUPY_CACHE_DIR=/tmp/warm-cache
-            fleet --workers 1 --frames 0:8 >/dev/null 2>&1
-            echo "## $n workers, warm, queue on"
-            fleet --workers $n --frames 0:$((n * 48)) --json "$out/fleet-$n-warm-on.json"
-            unset CUPY_CACHE_DIR
+        export CUPY_CACHE_DIR=/tmp/warm-cache
+        fleet --workers 1 --frames 0:8 >/dev/null 2>&1
+        echo "## lone warm worker"; fleet --workers 1 --frames 0:64 --json "$out/floor-1-warm.json"
+        echo "## 16 workers, warm, queue on"
+        fleet --workers 16 --frames 0:768 --json "$out/floor-16-warm.json"
+        unset CUPY_CACHE_DIR
+        for stage in source cuda; do
+            echo "## 16 workers, stage=$stage"
+            fleet --workers 16 --frames 0:768 --arg stage=$stage --json "$out/floor-16-$stage.json"
         done
-    } 2>&1 | tee "$out/fleet.log" | grep -E "^##|compil|wall|slowest|CPU" | head -60
+    } 2>&1 | tee "$out/floor.log" | grep -E "^##|^fleet" | head -40
+fi
+if [[ $steps == *fleet* ]]; then
+    # FLEET_REPEAT runs of each fleet (the slowest of 16 workers varies from run to run).
+    {
+        for r in $(seq "${FLEET_REPEAT:-1}"); do
+            echo "## lone cold worker ($r)"
+            fleet --workers 1 --frames 0:64 --cold --json "$out/fleet-1-r$r.json"
+        done
+        for n in ${FLEET_SIZES:-8 16}; do
+            for r in $(seq "${FLEET_REPEAT:-1}"); do
+                echo "## $n workers, cold, queue on ($r)"
+                fleet --workers $n --frames 0:$((n * 48)) --cold --json "$out/fleet-$n-cold-on-r$r.json"
+                echo "## $n workers, cold, queue off ($r)"
+                fleet --workers $n --frames 0:$((n * 48)) --cold --queue off \
+                    --json "$out/fleet-$n-cold-off-r$r.json"
+                export CUPY_CACHE_DIR=/tmp/warm-cache
+                fleet --workers 1 --frames 0:8 >/dev/null 2>&1
+                echo "## $n workers, warm, queue on ($r)"
+                fleet --workers $n --frames 0:$((n * 48)) --json "$out/fleet-$n-warm-on-r$r.json"
+                unset CUPY_CACHE_DIR
+            done
+        done
+    } 2>&1 | tee "$out/fleet.log" | grep -E "^##|^fleet: [0-9]" | head -80
 fi

@@ -10,7 +10,9 @@ the wall time, the CPU seconds of the vspipe process and what the warm-up queue 
 (read from the files ``avdenoise_vs.warmup`` writes into ``AVDENOISE_WARMUP_REPORT``, one
 folder per worker): ``compiled`` (compiled under the queue's lock), ``self`` (gave up waiting
 and compiled anyway), ``waited``, ``warm`` or ``unqueued``. A worker counts as compiling when
-it reports ``compiled`` or ``self``.
+it reports ``compiled`` or ``self``. The same files say when each worker's GPU filter reached
+the steps of its creation (``script``: the filter is being created, ``cuda``: CuPy imported and
+the device up, ``warm``: kernels warm), which the table shows as seconds from the worker's start.
 
 Examples
 --------
@@ -46,6 +48,7 @@ READ_BYTES = 1 << 20
 FRAME_MARK = b"FRAME"
 REPORT_ENV = "AVDENOISE_WARMUP_REPORT"
 COMPILING_KINDS = ("compiled", "self")
+PHASES_KIND = "phases"
 
 
 def split_frames(start: int, end: int, workers: int) -> list[tuple[int, int]]:
@@ -159,6 +162,7 @@ class WorkerResult:
     cpu_s: float = 0.0
     returncode: int | None = None
     queue: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
     stderr_tail: str = ""
 
     @property
@@ -183,11 +187,13 @@ class Worker:
         self._vspipe: subprocess.Popen[bytes] | None = None
         self._encoder: subprocess.Popen[bytes] | None = None
         self._started = 0.0
+        self.started_epoch = 0.0  # time.time() at the start, to place the worker's phases
         self._vspipe_done = 0.0
 
     def start(self, env: dict[str, str], stderr: IO[bytes]) -> None:
         """Start vspipe (and the encoder) and the threads that watch them."""
         self._started = time.monotonic()
+        self.started_epoch = time.time()
         self._vspipe = vspipe = subprocess.Popen(
             self._command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env
         )
@@ -267,9 +273,23 @@ def read_report(report_dir: Path) -> list[str]:
     kinds = []
     for path in sorted(report_dir.iterdir()):
         kind, _, pid = path.name.rpartition("-")
-        if pid.isdigit():
+        if pid.isdigit() and kind != PHASES_KIND:
             kinds.extend([kind] * len(path.read_text().splitlines()))
     return kinds
+
+
+def read_phases(report_dir: Path, started_epoch: float) -> dict[str, float]:
+    """Return ``{phase: seconds from the worker's start}``, the latest mark of each phase.
+
+    ``phases-<pid>`` files hold ``<phase> <time.time()>`` lines (``warmup.record_phase``).
+    """
+    phases: dict[str, float] = {}
+    for path in sorted(report_dir.glob(f"{PHASES_KIND}-*")) if report_dir.is_dir() else []:
+        for line in path.read_text().splitlines():
+            name, _, stamp = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                phases[name] = max(phases.get(name, 0.0), float(stamp) - started_epoch)
+    return phases
 
 
 def _info_env(env: dict[str, str], work: Path, *, cold: bool) -> dict[str, str]:
@@ -324,8 +344,9 @@ def run_fleet(args: argparse.Namespace, work: Path) -> tuple[list[WorkerResult],
 def _finish_results(workers: list[Worker], work: Path) -> list[WorkerResult]:
     """Attach the queue reports and, for failed workers, the end of their stderr."""
     results = [w.result for w in workers]
-    for result in results:
+    for worker, result in zip(workers, results, strict=True):
         result.queue = read_report(work / f"report-{result.index}")
+        result.phases = read_phases(work / f"report-{result.index}", worker.started_epoch)
         if result.returncode != 0:
             text = (work / f"stderr-{result.index}.txt").read_text(errors="replace")
             result.stderr_tail = "\n".join(text.splitlines()[-10:])
@@ -344,6 +365,11 @@ def totals(results: list[WorkerResult], fleet_wall_s: float) -> dict[str, object
         "cpu_s": round(sum(r.cpu_s for r in results), 3),
         "wall_s": round(fleet_wall_s, 3),
         "slowest_first_frame_s": round(max(firsts), 3) if firsts else None,
+        # Slowest worker to reach each step of the filter's creation, to read where time goes.
+        "slowest_phase_s": {
+            name: round(max(r.phases[name] for r in results if name in r.phases), 3)
+            for name in sorted({n for r in results for n in r.phases})
+        },
         "failed": sum(r.returncode != 0 for r in results),
     }
 
@@ -355,14 +381,15 @@ def _seconds(value: float | None) -> str:
 
 def print_table(results: list[WorkerResult], summary: dict[str, object]) -> None:
     """Print one line per worker and the fleet totals."""
-    print(f"{'worker':>6} {'frames':>13} {'first s':>8} {'wall s':>8} {'cpu s':>8}  queue")
+    print(f"{'worker':>6} {'frames':>13} {'first s':>8} {'wall s':>8} {'cpu s':>8}  queue  phases")
     for r in results:
         queue = "+".join(r.queue) or "-"
         rc = "" if r.returncode == 0 else f"  (exit {r.returncode})"
         frames = f"{r.first}-{r.last}"
+        phases = " ".join(f"{name}@{at:.2f}" for name, at in r.phases.items())
         print(
             f"{r.index:>6} {frames:>13} {_seconds(r.first_frame_s):>8} {_seconds(r.wall_s):>8} "
-            f"{_seconds(r.cpu_s):>8}  {queue}{rc}"
+            f"{_seconds(r.cpu_s):>8}  {queue}{rc}  {phases}"
         )
     unqueued = f" ({summary['unqueued']} unqueued)" if summary["unqueued"] else ""
     print(
@@ -370,6 +397,9 @@ def print_table(results: list[WorkerResult], summary: dict[str, object]) -> None
         f"cpu {summary['cpu_s']} s, wall {summary['wall_s']} s, "
         f"slowest first frame {_seconds(summary['slowest_first_frame_s'])} s"
     )
+    if summary["slowest_phase_s"]:
+        marks = ", ".join(f"{k} {v:.2f} s" for k, v in summary["slowest_phase_s"].items())
+        print(f"fleet: slowest to reach {marks}")
     for r in results:
         if r.stderr_tail:
             print(f"--- worker {r.index} stderr (last lines) ---\n{r.stderr_tail}", file=sys.stderr)

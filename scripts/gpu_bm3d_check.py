@@ -73,11 +73,11 @@ def kernel_ms(backend, fmt, passes, pool, frames: int = 12, start: int = 500) ->
     original = npass._run
     events = []
 
-    def timed(name, record, stream, frames=1):
+    def timed(name, args, stream_ptr, frames=1):
         begin, end = cupy.cuda.Event(), cupy.cuda.Event()
-        begin.record(stream)
-        original(name, record, stream, frames)
-        end.record(stream)
+        cupy.cuda.runtime.eventRecord(begin.ptr, stream_ptr)
+        original(name, args, stream_ptr, frames)
+        cupy.cuda.runtime.eventRecord(end.ptr, stream_ptr)
         events.append((name, begin, end))
 
     npass._run = timed

@@ -282,7 +282,8 @@ def kernel_variants(fmt, passes, repeats: int = 30) -> list[tuple[str, float, in
     rows = []
     for tile, centre in ((32, False), (32, True), (16, True)):
         npass = NlmPass(options_, fmt, offsets, offsets, pitches, tile, centre)
-        record, view_ = npass.new_args(out.data.ptr)
+        args, view_ = npass.new_args(out.data.ptr)
+        record = args.record
         view_[: 2 * npass.window] = src.data.ptr
         function = npass.function()
         function(npass.grid, npass.block, (record,), npass.shared_bytes, stream)

@@ -1,10 +1,10 @@
 """The V-BM3D schedule of the CUDA backend, checked without a GPU.
 
 ``Bm3dPass`` decides which groups to filter for each output frame and shares them through
-device caches (see ``avdenoise_vs/_cuda/bm3d.py``). Here fake slots, a fake runtime and fake
-kernels stand in for CuPy, and the real scheduling code runs: every frame's groups must be
-filtered once per stage however the frames are requested, each stage only after what it reads,
-and several threads must never deadlock on each other's entries.
+device caches (see ``avdenoise_vs/_cuda/bm3d.py``). Here fake slots and fake CUDA calls
+(launches recorded, not run) stand in for CuPy, and the real scheduling code runs: every
+frame's groups must be filtered once per stage however the frames are requested, each stage
+only after what it reads, and several threads must never deadlock on each other's entries.
 """
 
 from __future__ import annotations
@@ -47,13 +47,17 @@ class _Recorder:
         with self.lock:
             self.log.append((what, key))
 
-    def kernel(self, name):
-        def launch(grid, block, args, shared, stream):
-            self.add("kernel", name)
-            with self.lock:
-                self.records.append((name, args[0].copy()))
+    def launch(self, name, grid, block, shared, stream, args) -> None:
+        """Stands in for ``cuda_calls().launch``; the fake kernel handles are their names."""
+        self.add("kernel", name)
+        with self.lock:
+            self.records.append((name, args.record.copy()))
 
-        return launch
+    def eventRecord(self, event, stream) -> None:  # noqa: N802 (the real calls' name)
+        pass
+
+    def streamWaitEvent(self, stream, event, flags=0) -> None:  # noqa: N802
+        pass
 
 
 @pytest.fixture
@@ -64,9 +68,8 @@ def schedule(monkeypatch):
     monkeypatch.setattr(_cache, "WAIT_LIMIT_S", 5.0)  # a scheduling bug fails, not hangs
 
     def load_kernels(self):
-        self._runtime = SimpleNamespace(eventRecord=lambda *a: None,
-                                        streamWaitEvent=lambda *a: None)  # fmt: skip
-        self._kernels = {name: recorder.kernel(name) for name in BM3D_KERNELS}
+        self._calls = recorder
+        self._kernels = {name: name for name in BM3D_KERNELS}
         return self._kernels
 
     addresses = itertools.count(1 << 48, 1 << 40)
@@ -199,3 +202,16 @@ def test_spatial_frames_reuse_their_records(schedule, stages):
         stage = records[1][1]
         assert stage["threshold"][0] == npass._thresholds["bm3d_hard"]
     assert npass._created == 1  # one workspace served both frames
+
+
+def test_kernel_args_point_at_their_record() -> None:
+    import ctypes
+
+    import numpy as np
+
+    from avdenoise_vs._cuda._calls import KernelArgs
+
+    record = np.zeros(1, dtype=[("a", np.int64), ("b", np.float32)])
+    args = KernelArgs(record)
+    pointers = (ctypes.c_void_p * 1).from_address(args.address)
+    assert pointers[0] == record.ctypes.data

@@ -31,7 +31,7 @@ import _process_helpers as helpers
 from _process_helpers import FakeLayout, FakeOptions, reaping, recorded
 
 from avdenoise_vs import _version, warmup
-from avdenoise_vs.warmup import WarmUp, kernel_key, warm_up
+from avdenoise_vs.warmup import WarmUp, kernel_key, record_phase, warm_up
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -489,3 +489,18 @@ def test_fleet_parses_frame_ranges(fleet: object) -> None:
     assert fleet.parse_range("10:250") == (10, 250)  # type: ignore[attr-defined]
     with pytest.raises(argparse.ArgumentTypeError, match="A < B"):
         fleet.parse_range("9:9")  # type: ignore[attr-defined]
+
+
+def test_fleet_reads_phases_apart_from_queue_kinds(
+    fleet: object, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = tmp_path / "report"
+    monkeypatch.setenv("AVDENOISE_WARMUP_REPORT", str(report))
+    started = time.time()
+    record_phase("cuda")
+    assert warm_up(_key(), lambda: None, cache_dir=cache)
+    record_phase("warm")
+    assert fleet.read_report(report) == ["compiled"]  # type: ignore[attr-defined]
+    phases = fleet.read_phases(report, started)  # type: ignore[attr-defined]
+    assert list(phases) == ["cuda", "warm"]
+    assert 0 <= phases["cuda"] <= phases["warm"] < 60

@@ -11,7 +11,9 @@ therefore costs only a handful of calls, each releasing the GIL while it works:
    go into a cached device slot, then one ``cudaEventRecord``;
 2. a ``cudaStreamWaitEvent`` for cached frames uploaded by another thread's stream and not
    yet seen complete;
-3. one fused kernel launch per pass, its arguments one NumPy record per thread and pass;
+3. one fused kernel launch per pass, its arguments one NumPy record per thread and pass
+   (launches and event calls only queue work, so most configurations make them without
+   releasing the GIL: see ``_calls.py``);
 4. the output comes back into the bridge's frame, then ``cudaStreamSynchronize``.
 
 Frames cross the bus one of two ways (``transfer``). "direct": ``cudaMemcpy2DAsync`` straight
@@ -33,15 +35,18 @@ non-blocking stream, output buffer, staging buffers and argument records on its 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .._backends import BackendUnavailable
 from .._log import thread_debug
-from .._options import FrameLayout, PlaneOptions, SampleType
+from .._options import FrameLayout, PlaneOptions
 from ._cache import FrameCache, wait_for
+from ._calls import cuda_calls
 
 __all__ = ["CudaBackend"]
 
@@ -55,6 +60,13 @@ _D2H = 2  # cudaMemcpyDeviceToHost
 _TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
 #: "auto" stages frames (all planes a pass reads, device layout) of at least this many bytes.
 _STAGE_MIN_BYTES = 3 << 20
+_TRANSFER_ENV = "AVDENOISE_TRANSFER"  # overrides "auto" (benchmarks)
+#: Hardware work queues per CUDA context, unless the user set CUDA_DEVICE_MAX_CONNECTIONS.
+#: The driver builds contexts one at a time, and each queue adds to the time: 16 processes
+#: starting at once (an Av1an fleet) all had a context after 2.6 s with the default 8 queues,
+#: 1.0 s with one (H200, scripts/cuda_start_probe.py --driver 16). Every stream of a process
+#: then shares one queue; our frame rates did not change beyond run-to-run noise.
+_CONNECTIONS = "1"
 #: Devices that backends of this process run on (see ``_run``).
 _DEVICES_IN_USE: set[int] = set()
 
@@ -133,7 +145,8 @@ class CudaBackend:
     transfer : {"auto", "staged", "direct", "staged-upload", "staged-download"}
         How frames cross the bus: through per-thread page-locked buffers, straight from and
         to the frames' pageable memory, or staged in one direction only (for benchmarks).
-        "auto" stages frames of 3 MiB or more (see the module notes).
+        "auto" stages frames of 3 MiB or more (see the module notes), unless the environment
+        variable ``AVDENOISE_TRANSFER`` names one of the others.
 
     Raises
     ------
@@ -153,8 +166,15 @@ class CudaBackend:
         cache_slots: int | None = None,
         transfer: str = "auto",
     ) -> None:
+        if transfer == "auto":  # the environment may force one way, for benchmarks
+            transfer = os.environ.get(_TRANSFER_ENV, "").strip().lower() or "auto"
+            if transfer not in _TRANSFERS:
+                raise ValueError(f"{_TRANSFER_ENV} must be one of {_TRANSFERS}, got {transfer!r}")
         if transfer not in _TRANSFERS:
             raise ValueError(f"transfer must be one of {_TRANSFERS}, got {transfer!r}")
+        # Read when the context is created, so before CuPy first touches the device; a
+        # process whose context already exists (another plugin's) keeps its setting.
+        os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", _CONNECTIONS)
         try:
             import cupy
         except Exception as error:  # ImportError, or CUDA libraries that fail to load
@@ -170,6 +190,9 @@ class CudaBackend:
             raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
 
         self._runtime = cupy.cuda.runtime
+        # Launches and event calls keep the GIL, except under V-BM3D's schedule (_calls.py).
+        temporal_bm3d = any(o.algorithm == "bm3d" and o.radius > 0 for o in passes)
+        self._calls = cuda_calls(hold_gil=not temporal_bm3d)
         self._cupy = cupy
         self.passes = passes
         self.layout = layout
@@ -244,16 +267,14 @@ class CudaBackend:
         processes) and creates the calling thread's stream and buffers. The synthetic frames
         are cached under keys no clip uses and dropped afterwards.
         """
+        self._prepare_passes()
         layout = self.layout
-        rng = np.random.default_rng(0)
         arrays = []  # keep every host array alive until the frame is done
 
         def plane(p: int):
-            shape = layout.plane_shape(p)
-            if layout.sample_type is SampleType.FLOAT:
-                array = rng.random(shape, dtype=np.float32)
-            else:
-                array = rng.integers(0, int(layout.peak) + 1, shape).astype(layout.dtype)
+            # Zeros: which kernels run does not depend on the samples, and a fleet of workers
+            # starting at once should not spend CPU drawing random frames (0.1-0.4 s each).
+            array = np.zeros(layout.plane_shape(p), layout.dtype)
             arrays.append(array)
             return array.ctypes.data, array.strides[0], memoryview(array).cast("B")
 
@@ -271,6 +292,21 @@ class CudaBackend:
         )
         for npass in self._passes:
             npass.forget(frame_numbers)
+
+    def _prepare_passes(self) -> None:
+        """Compile the passes' kernels side by side: NVRTC runs without the GIL, and in a
+        cold Av1an fleet every other worker waits for this process's compile."""
+        if len(self._passes) == 1:
+            with self._cupy.cuda.Device(self.device_id):
+                self._passes[0].prepare()
+            return
+
+        def prepare(npass) -> None:
+            with self._cupy.cuda.Device(self.device_id):
+                npass.prepare()
+
+        with ThreadPoolExecutor(len(self._passes), thread_name_prefix="avdenoise-compile") as pool:
+            list(pool.map(prepare, self._passes))  # list(): re-raises a failed compile
 
     def memory_bytes(self) -> int:
         """Device memory this backend holds: cached frames and per-thread output buffers."""
@@ -303,7 +339,7 @@ class CudaBackend:
                 input_index, frame = entry.key
                 planes = windows[input_index - base][frame_numbers.index(frame)]
                 self._upload(entry, planes, state, index)
-            wait_for(entries, stream_ptr, runtime)
+            wait_for(entries, stream_ptr, self._calls)
 
             slots = dict(zip(keys, (entry.slot.ptr for entry in entries), strict=True))
             values = [slots[(base, f)] for f in frame_numbers]
@@ -377,7 +413,7 @@ class CudaBackend:
                     runtime.memcpy2DAsync(
                         base + offset, pitch, address, stride, row_bytes, rows, _H2D, stream_ptr
                     )
-            runtime.eventRecord(entry.slot.event_ptr, stream_ptr)
+            self._calls.eventRecord(entry.slot.event_ptr, stream_ptr)
             entry.stream = stream_ptr
         except BaseException:
             self._cache.fail(entry)

@@ -42,6 +42,7 @@ from .._options import Distance, FrameLayout, PlaneOptions
 from .._reference._bm3d_stages import TAU_WIENER, ht_match_threshold
 from ._bm3d_source import BM3D_WARPS, Bm3dSpec
 from ._cache import FrameCache, wait_for
+from ._calls import KernelArgs, cuda_calls
 
 __all__ = ["Bm3dPass", "bm3d_args_dtype"]
 
@@ -208,7 +209,7 @@ class Bm3dPass:
         lease = _Lease(self._acquire())
         try:
             if self.window == 1:
-                self._spatial(lease.workspace, out_ptr, values[0], guides[0], state.stream)
+                self._spatial(lease.workspace, out_ptr, values[0], guides[0], state.stream_ptr)
             else:
                 window = _Window(numbers, values, guides, self.options.radius)
                 self._temporal(lease, window, out_ptr, state)
@@ -243,8 +244,8 @@ class Bm3dPass:
         """One frame, radius 0: load, stage(s), finish; accumulators in the workspace. Only
         the frame's slots and output buffer change from frame to frame."""
         records = ws.spatial
-        records["load"]["src"][0, :, 0] = slot, ref_slot
-        records["out"]["out"] = out_ptr
+        records["load"].record["src"][0, :, 0] = slot, ref_slot
+        records["out"].record["out"] = out_ptr
         self._run("bm3d_load", records["load"], stream)
         if self.run_hard:
             self._run("bm3d_hard", records["hard"], stream)
@@ -254,16 +255,17 @@ class Bm3dPass:
             self._run("bm3d_wiener", records["wiener"], stream)
         self._run("bm3d_finish", records["out"], stream)
 
-    def _spatial_records(self, ws: _Workspace) -> dict[str, np.ndarray]:
+    def _spatial_records(self, ws: _Workspace) -> dict[str, KernelArgs]:
         """The argument records of a spatial frame, by launch (see :meth:`_spatial`)."""
         frame = dict(noisy_at=[ws.noisy], pilot_at=[ws.pilot])
-        return {
+        records = {
             "load": self._record(ws, **frame),
             "hard": self._stage_record(ws, "bm3d_hard", **frame),
             "basic": self._record(ws, to_pilot=1, dst=ws.pilot),
             "wiener": self._stage_record(ws, "bm3d_wiener", **frame),
             "out": self._record(ws),
         }
+        return {launch: KernelArgs(record) for launch, record in records.items()}
 
     # -- V-BM3D ----------------------------------------------------------------------------
 
@@ -289,16 +291,16 @@ class Bm3dPass:
         ):
             for entry in fresh:
                 self._produce(cache, entry, make, lease, window, state)
-        wait_for(top_entries, stream_ptr, self._runtime)
+        wait_for(top_entries, stream_ptr, self._calls)
         record = self._record(lease.workspace, out=out_ptr)
         self._set_parts(record, top_entries, n, window)
-        self._run("bm3d_finish", record, state.stream)
+        self._run("bm3d_finish", KernelArgs(record), stream_ptr)
 
     def _sum_entry(self, lease: _Lease, window: _Window, entry, state) -> None:
         """Filter the groups of frame m = entry.key[1] once: load W(m), run the stage, export
         its sums to the entry."""
         stage, m = entry.key
-        ws, stream = lease.workspace, state.stream
+        ws, stream = lease.workspace, state.stream_ptr
         numbers = window.around(m)
         noisy = [ws.noisy + t * self._frame_bytes for t in range(self.window)]
         pilot = [ws.pilot + t * self._frame_bytes for t in range(self.window)]
@@ -306,28 +308,28 @@ class Bm3dPass:
         load = self._record(ws, noisy_at=noisy, pilot_at=pilot,
                             src=[[window.slot[f] for f in numbers],
                                  [window.ref_slot[f] for f in numbers]])  # fmt: skip
-        self._run("bm3d_load", load, stream)
+        self._run("bm3d_load", KernelArgs(load), stream)
         if stage == "wiener" and not has_ref:
             basics = {f: lease.entries[f] for f in numbers}
-            wait_for(list(basics.values()), state.stream_ptr, self._runtime)
+            wait_for(list(basics.values()), stream, self._calls)
             pilot = [basics[f].slot.ptr for f in numbers]
         # Window frames repeated at the clip ends share one accumulator frame.
         slots = [numbers.index(f) for f in numbers]
         name = "bm3d_" + stage
         record = self._stage_record(ws, name, noisy_at=noisy, pilot_at=pilot, acc_slot=slots)
-        self._run(name, record, stream)
+        self._run(name, KernelArgs(record), stream)
         export = self._record(ws, dst=entry.slot.ptr)
-        self._run("bm3d_export", export, stream, frames=self.window)
+        self._run("bm3d_export", KernelArgs(export), stream, frames=self.window)
 
     def _basic_entry(self, lease: _Lease, window: _Window, entry, state) -> None:
         """Basic estimate of frame k = entry.key: the hard-thresholding sums of W(k)."""
         k = entry.key
         wanted = sorted(set(window.around(k)))
         parts = [lease.entries["hard", m] for m in wanted]
-        wait_for(parts, state.stream_ptr, self._runtime)
+        wait_for(parts, state.stream_ptr, self._calls)
         record = self._record(lease.workspace, to_pilot=1, dst=entry.slot.ptr)
         self._set_parts(record, parts, k, window)
-        self._run("bm3d_finish", record, state.stream)
+        self._run("bm3d_finish", KernelArgs(record), state.stream_ptr)
 
     def _set_parts(self, record, entries, k: int, window: _Window) -> None:
         """Point bm3d_finish at the sum entries of W(k), each at its frame for k."""
@@ -348,7 +350,7 @@ class Bm3dPass:
         """Queue an entry's work (``make``), then publish it: event, stream, issued."""
         try:
             make(lease, window, entry, state)
-            self._runtime.eventRecord(entry.slot.event_ptr, state.stream_ptr)
+            self._calls.eventRecord(entry.slot.event_ptr, state.stream_ptr)
             entry.stream = state.stream_ptr
         except BaseException:
             cache.fail(entry)
@@ -374,14 +376,17 @@ class Bm3dPass:
         """The record of a stage kernel: :meth:`_record` with the stage's match threshold."""
         return self._record(ws, threshold=self._thresholds[name], **fields)
 
-    def _run(self, name: str, record: np.ndarray, stream, frames: int = 1) -> None:
-        """Launch kernel `name`; per-pixel kernels other than load cover `frames` frames."""
+    def _run(self, name: str, args: KernelArgs, stream: int, frames: int = 1) -> None:
+        """Launch kernel `name` on `stream`; per-pixel kernels other than load cover `frames`
+        frames."""
         shared = self._stage_shared.get(name)
         if shared is not None:
-            self._kernels[name](self._stage_grid, _STAGE_BLOCK, (record,), shared, stream)
+            self._calls.launch(
+                self._kernels[name], self._stage_grid, _STAGE_BLOCK, shared, stream, args
+            )
             return
         grid = self._load_grid if name == "bm3d_load" else (*self._pixel_grid, frames)
-        self._kernels[name](grid, _PIXEL_BLOCK, (record,), 0, stream)
+        self._calls.launch(self._kernels[name], grid, _PIXEL_BLOCK, 0, stream, args)
 
     def _caches(self):
         """The V-BM3D caches: sum entries (both stages) and basic estimates."""
@@ -431,17 +436,22 @@ class Bm3dPass:
         cupy.cuda.runtime.memset(memory.ptr, 0, zeroed)
         return memory, memory.ptr
 
-    def _load_kernels(self) -> dict:
-        import cupy
+    def prepare(self) -> None:
+        """Compile (or load from CuPy's cache) the kernels now, on the current device."""
+        self._load_kernels()
 
+    def _load_kernels(self) -> dict[str, int]:
+        """Compile (or load) the kernels; returns their ``CUfunction`` handles by name."""
         from ._kernels import get_bm3d_kernels
 
         with self._lock:
             if self._kernels is None:
-                self._runtime = cupy.cuda.runtime
-                kernels = get_bm3d_kernels(self.spec)
+                # V-BM3D's threads wait on each other: there, keeping the GIL in driver
+                # calls measured slower (see _calls.py).
+                self._calls = cuda_calls(hold_gil=self.window == 1)
+                kernels = get_bm3d_kernels(self.spec)  # memoized: the modules stay loaded
                 for name, shared in self._stage_shared.items():
                     if shared > _DEFAULT_SHARED_LIMIT:
                         kernels[name].max_dynamic_shared_size_bytes = shared
-                self._kernels = {name: kernel.kernel for name, kernel in kernels.items()}
+                self._kernels = {name: kernel.kernel.ptr for name, kernel in kernels.items()}
         return self._kernels

@@ -39,6 +39,7 @@ import numpy as np
 
 from .._options import Distance, FrameLayout, PlaneOptions, SampleType, WeightMode
 from .._reference.nlm import weight_scale
+from ._calls import KernelArgs, cuda_calls
 from ._source import BLOCK_WIDTH, CENTRE_REGISTER_LIMIT, NlmSpec, nlm_shared_bytes
 
 __all__ = ["NlmPass", "args_dtype", "choose_tile_height"]
@@ -124,9 +125,11 @@ class NlmPass:
         self.window = self.spec.window
         self.shared_bytes = nlm_shared_bytes(self.spec)
         height, width = layout.plane_shape(options.planes[0])
-        self.grid = (-(-width // BLOCK_WIDTH), -(-height // tile_height))
-        self.block = (self.spec.threads,)
+        self.grid = (-(-width // BLOCK_WIDTH), -(-height // tile_height), 1)
+        self.block = (self.spec.threads, 1, 1)
         self._function = None
+        self._function_ptr = 0  # its CUfunction handle, for the driver call
+        self._calls = None
         self._lock = threading.Lock()
 
         itemsize = layout.dtype.itemsize
@@ -153,7 +156,7 @@ class NlmPass:
         self._template = template
         self.integer = layout.sample_type is SampleType.INTEGER
 
-    def new_args(self, out_ptr: int) -> tuple[np.ndarray, np.ndarray]:
+    def new_args(self, out_ptr: int) -> tuple[KernelArgs, np.ndarray]:
         """A per-thread argument record writing to `out_ptr`, and its int64 view.
 
         The first ``2 * window`` int64 of the view are the guide and value slot addresses,
@@ -161,15 +164,18 @@ class NlmPass:
         """
         record = self._template.copy()
         record["out"] = out_ptr
-        return record, record.view(np.int64)
+        return KernelArgs(record), record.view(np.int64)
 
     def launch(self, args, numbers: tuple, values: list, guides: list, state) -> None:
         """Queue this pass's kernel for one frame on the thread's stream (window slots)."""
-        record, view = args
+        kernel_args, view = args
         window = self.window
         view[:window] = guides if self.options.has_ref else values
         view[window : 2 * window] = values
-        self.function()(self.grid, self.block, (record,), self.shared_bytes, state.stream)
+        function = self._function_ptr or self._load()
+        self._calls.launch(
+            function, self.grid, self.block, self.shared_bytes, state.stream_ptr, kernel_args
+        )
 
     def release(self, lease) -> None:
         """Nothing to give back: an NLM pass holds no per-frame resources."""
@@ -180,6 +186,16 @@ class NlmPass:
 
     def forget(self, numbers) -> None:
         """Nothing cached per frame number."""
+
+    def prepare(self) -> None:
+        """Compile (or load from CuPy's cache) the kernel now, on the current device."""
+        self._load()
+
+    def _load(self) -> int:
+        """Compile (or load) the kernel on first use; returns its ``CUfunction`` handle."""
+        self._calls = cuda_calls()
+        self._function_ptr = self.function().ptr
+        return self._function_ptr
 
     def function(self):
         """The compiled kernel on the current device (compiles on first use)."""

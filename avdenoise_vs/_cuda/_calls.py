@@ -1,0 +1,121 @@
+"""The CUDA calls made for every frame that only queue work: launches and event bookkeeping.
+
+CuPy releases the GIL around every CUDA call. With 16 VapourSynth threads in one process each
+release costs a wait to get the GIL back, often longer than the call (docs/BENCHMARKS.md,
+"where a frame's time goes"), while a launch, an event record or a stream wait only queues
+work and returns in microseconds. :class:`HeldCalls` makes them through ``ctypes.PyDLL``,
+which keeps the GIL, straight into the driver (``libcuda``, which CuPy itself needs);
+CuPy's handles are the driver's (``cudaStream_t`` is ``CUstream``, and so on). Copies from
+pageable memory, which take the driver hundreds of microseconds, still go through CuPy and
+release the GIL.
+
+Measured on the H200 (16 threads, vspipe): NLM at 1080p 8-bit luma and spatial BM3D gain
+from keeping the GIL, while V-BM3D's schedule, whose threads wait on each other's work, runs
+10-20 % slower with it (147-180 fps against 189-190 at radius 1, YUV444), so that schedule
+asks for :class:`ReleasedCalls`. ``AVDENOISE_CUDA_CALLS=held`` or ``released`` forces one
+kind everywhere, for comparison benchmarks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+
+import numpy as np
+
+__all__ = ["KernelArgs", "cuda_calls"]
+
+logger = logging.getLogger(__name__)
+
+_SWITCH_ENV = "AVDENOISE_CUDA_CALLS"
+
+
+class KernelArgs:
+    """One argument record of a kernel that takes a single struct, and the pointer array that
+    ``cuLaunchKernel`` wants (``kernelParams``: one pointer to each parameter)."""
+
+    __slots__ = ("record", "pointers", "address")
+
+    def __init__(self, record: np.ndarray) -> None:
+        self.record = record  # kept alive: the pointer array points into it
+        self.pointers = (ctypes.c_void_p * 1)(record.ctypes.data)
+        self.address = ctypes.addressof(self.pointers)
+
+
+class HeldCalls:
+    """Launch, event record and stream wait through the driver, the GIL kept."""
+
+    def __init__(self) -> None:
+        driver = ctypes.PyDLL("libcuda.so.1")  # PyDLL: the GIL is not released
+        u32, ptr = ctypes.c_uint, ctypes.c_void_p
+        self._launch = _bind(driver.cuLaunchKernel, [ptr, *[u32] * 7, ptr, ptr, ptr])
+        self._record = _bind(driver.cuEventRecord, [ptr, ptr])
+        self._wait = _bind(driver.cuStreamWaitEvent, [ptr, ptr, u32])
+        self._error_name = driver.cuGetErrorName
+        self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+
+    def launch(self, function: int, grid, block, shared: int, stream: int, args) -> None:
+        """Queue `function` (a ``CUfunction``) with `args` (:class:`KernelArgs`)."""
+        gx, gy, gz = grid
+        bx, by, bz = block
+        status = self._launch(function, gx, gy, gz, bx, by, bz, shared, stream, args.address, None)
+        if status:
+            self._fail("cuLaunchKernel", status)
+
+    def eventRecord(self, event: int, stream: int) -> None:  # noqa: N802 (CuPy's name)
+        """Record `event` on `stream`."""
+        status = self._record(event, stream)
+        if status:
+            self._fail("cuEventRecord", status)
+
+    def streamWaitEvent(self, stream: int, event: int, flags: int = 0) -> None:  # noqa: N802
+        """Make `stream` wait for `event`."""
+        status = self._wait(stream, event, flags)
+        if status:
+            self._fail("cuStreamWaitEvent", status)
+
+    def _fail(self, call: str, status: int) -> None:
+        name = ctypes.c_char_p()
+        self._error_name(status, ctypes.byref(name))
+        text = name.value.decode() if name.value else f"error {status}"
+        raise RuntimeError(f"avdenoise: {call} failed: {text}")
+
+
+class ReleasedCalls:
+    """The same calls through CuPy, which releases the GIL around each."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self._launch = cupy.cuda.driver.launchKernel
+        self.eventRecord = cupy.cuda.runtime.eventRecord
+        self.streamWaitEvent = cupy.cuda.runtime.streamWaitEvent
+
+    def launch(self, function: int, grid, block, shared: int, stream: int, args) -> None:
+        """Queue `function` (a ``CUfunction``) with `args` (:class:`KernelArgs`)."""
+        self._launch(function, *grid, *block, shared, stream, args.address, 0)
+
+
+def _bind(function, argtypes):
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
+
+
+@functools.cache
+def cuda_calls(hold_gil: bool = True) -> HeldCalls | ReleasedCalls:
+    """The process's calls: :class:`HeldCalls` when `hold_gil` (and the driver library can be
+    bound), else :class:`ReleasedCalls`; ``AVDENOISE_CUDA_CALLS`` (``held`` or ``released``)
+    overrides `hold_gil` for comparisons."""
+    switch = os.environ.get(_SWITCH_ENV, "").strip().lower()
+    if switch in ("held", "released"):
+        hold_gil = switch == "held"
+    if not hold_gil:
+        return ReleasedCalls()
+    try:
+        return HeldCalls()
+    except (OSError, AttributeError) as error:  # no libcuda.so.1 by that name, old driver
+        logger.debug("avdenoise: driver calls through CuPy (%s)", error)
+        return ReleasedCalls()
