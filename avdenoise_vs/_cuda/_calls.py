@@ -9,11 +9,10 @@ CuPy's handles are the driver's (``cudaStream_t`` is ``CUstream``, and so on). C
 pageable memory, which take the driver hundreds of microseconds, still go through CuPy and
 release the GIL.
 
-Measured on the H200 (16 threads, vspipe): NLM at 1080p 8-bit luma and spatial BM3D gain
-from keeping the GIL, while V-BM3D's schedule, whose threads wait on each other's work, runs
-10-20 % slower with it (147-180 fps against 189-190 at radius 1, YUV444), so that schedule
-asks for :class:`ReleasedCalls`. ``AVDENOISE_CUDA_CALLS=held`` or ``released`` forces one
-kind everywhere, for comparison benchmarks.
+Measured on the H200 (16 threads, vspipe, docs/BENCHMARKS.md): NLM at 1080p 8-bit luma, spatial
+BM3D and V-BM3D with three workspaces run faster with the GIL kept (V-BM3D radius 1, YUV444,
+two stages: 146 fps against 110). ``AVDENOISE_CUDA_CALLS=released`` switches to CuPy's
+calls (:class:`ReleasedCalls`), for comparison benchmarks.
 """
 
 from __future__ import annotations
@@ -105,14 +104,10 @@ def _bind(function, argtypes):
 
 
 @functools.cache
-def cuda_calls(hold_gil: bool = True) -> HeldCalls | ReleasedCalls:
-    """The process's calls: :class:`HeldCalls` when `hold_gil` (and the driver library can be
-    bound), else :class:`ReleasedCalls`; ``AVDENOISE_CUDA_CALLS`` (``held`` or ``released``)
-    overrides `hold_gil` for comparisons."""
-    switch = os.environ.get(_SWITCH_ENV, "").strip().lower()
-    if switch in ("held", "released"):
-        hold_gil = switch == "held"
-    if not hold_gil:
+def cuda_calls() -> HeldCalls | ReleasedCalls:
+    """The process's calls: :class:`HeldCalls` unless ``AVDENOISE_CUDA_CALLS=released`` or
+    the driver library cannot be bound."""
+    if os.environ.get(_SWITCH_ENV, "held").strip().lower() == "released":
         return ReleasedCalls()
     try:
         return HeldCalls()

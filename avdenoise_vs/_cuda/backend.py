@@ -12,8 +12,7 @@ therefore costs only a handful of calls, each releasing the GIL while it works:
 2. a ``cudaStreamWaitEvent`` for cached frames uploaded by another thread's stream and not
    yet seen complete;
 3. one fused kernel launch per pass, its arguments one NumPy record per thread and pass
-   (launches and event calls only queue work, so most configurations make them without
-   releasing the GIL: see ``_calls.py``);
+   (launches and event calls only queue work, so they keep the GIL: see ``_calls.py``);
 4. the output comes back into the bridge's frame, then ``cudaStreamSynchronize``.
 
 Frames cross the bus one of two ways (``transfer``). "direct": ``cudaMemcpy2DAsync`` straight
@@ -190,9 +189,7 @@ class CudaBackend:
             raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
 
         self._runtime = cupy.cuda.runtime
-        # Launches and event calls keep the GIL, except under V-BM3D's schedule (_calls.py).
-        temporal_bm3d = any(o.algorithm == "bm3d" and o.radius > 0 for o in passes)
-        self._calls = cuda_calls(hold_gil=not temporal_bm3d)
+        self._calls = cuda_calls()  # launches and event calls that keep the GIL
         self._cupy = cupy
         self.passes = passes
         self.layout = layout

@@ -33,6 +33,7 @@ reference blocks per frame and stage.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 
@@ -51,10 +52,13 @@ _PIXEL_BLOCK = (32, 8, 1)  # threads of the per-pixel kernels
 _STAGE_BLOCK = (32 * BM3D_WARPS, 1, 1)
 _DEFAULT_SHARED_LIMIT = 48 * 1024
 #: Workspaces per pass: frames of one pass on the GPU at once. Spatial frames are light and
-#: many keep the GPU busy; a V-BM3D workspace holds 2r + 1 frames of float planes and int64
-#: sums (750 MB at 1080p 4:4:4, r = 2), and two already overlap one frame's uploads with
-#: another's kernels.
-DEFAULT_WORKSPACES = (4, 2)  # (spatial, temporal)
+#: many keep the GPU busy. A V-BM3D workspace holds 2r + 1 frames of float planes and int64
+#: sums (480 MB at 1080p 4:4:4, r = 1); at r = 1 on YUV444 (H200, 16 threads, vspipe) two
+#: stages ran at 93 / 110 / 120 fps with 2 / 3 / 4 workspaces and CuPy's calls, and at
+#: 96 / 146 / 146 fps with the calls that keep the GIL; one stage at 253 fps with 2 and
+#: CuPy's calls, 292 with 3 and the GIL kept (docs/BENCHMARKS.md).
+DEFAULT_WORKSPACES = (4, 3)  # (spatial, temporal)
+_WORKSPACES_ENV = "AVDENOISE_BM3D_WORKSPACES"  # overrides the default, for benchmarks
 #: Largest plane side: block keys pack positions into 13 bits (bm3d.cuh, ``bm_key``).
 MAX_PLANE_SIDE = (1 << 13) + 7
 
@@ -79,6 +83,15 @@ def _reference_count(length: int, step: int) -> int:
     """Reference positions along an axis of `length` pixels (the reference's grid)."""
     last = length - 8
     return -(-last // step) + 1
+
+
+def _int_env(name: str) -> int | None:
+    """A positive integer from the environment, or None (unset or not a positive integer)."""
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 class _Workspace:
@@ -159,7 +172,7 @@ class Bm3dPass:
         self._frame_bytes = 4 * self._frame_floats
         self._acc_bytes = 8 * self.window * self._frame_floats
         self.workspace_bytes = 2 * self.window * self._frame_bytes + 2 * self._acc_bytes
-        self._limit = workspaces or DEFAULT_WORKSPACES[self.window > 1]
+        self._limit = workspaces or _int_env(_WORKSPACES_ENV) or DEFAULT_WORKSPACES[self.window > 1]
         self._pool: queue.SimpleQueue[_Workspace] = queue.SimpleQueue()
         self._created = 0
         self._lock = threading.Lock()
@@ -446,9 +459,7 @@ class Bm3dPass:
 
         with self._lock:
             if self._kernels is None:
-                # V-BM3D's threads wait on each other: there, keeping the GIL in driver
-                # calls measured slower (see _calls.py).
-                self._calls = cuda_calls(hold_gil=self.window == 1)
+                self._calls = cuda_calls()
                 kernels = get_bm3d_kernels(self.spec)  # memoized: the modules stay loaded
                 for name, shared in self._stage_shared.items():
                     if shared > _DEFAULT_SHARED_LIMIT:
