@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -212,8 +213,12 @@ def _luma_psnr(out, clean) -> float | None:
     return float(np.mean(scores))
 
 
-def run_worker(bench: Bench, plugin: str, case: str, seconds: float) -> dict:
-    """Time one filter in this process; return its row."""
+def run_worker(bench: Bench, plugin: str, case: str, seconds: float, repeat: int = 1) -> dict:
+    """Time one filter in this process; return its row.
+
+    The rate is the median of `repeat` vspipe measurements (all of them in ``fps_runs``):
+    1-second windows of the same build varied by up to a quarter from run to run on the H200.
+    """
     sys.path.insert(0, str(ROOT))
     memory_before = gpu_memory_used()
     core = _core(bench, plugin, case)
@@ -229,10 +234,12 @@ def run_worker(bench: Bench, plugin: str, case: str, seconds: float) -> dict:
         out[:probe].output(sink)
     estimate = probe / (time.perf_counter() - t0)
     frames = int(min(out.num_frames - probe, max(200, 2 * estimate * seconds)))
-    fps = vspipe_fps(bench, plugin, case, probe, probe + frames - 1)
+    runs = [vspipe_fps(bench, plugin, case, probe, probe + frames - 1) for _ in range(repeat)]
     memory_after = gpu_memory_used()
     memory = None if memory_before is None else (memory_after - memory_before) / 2**20
+    fps = statistics.median(runs)
     row = dict(plugin=plugin, case=case, fps=fps, frames=frames, first_frame_s=first_frame)
+    row["fps_runs"] = runs
     row.update(psnr=quality, gpu_mib=memory)
     if note:
         row["note"] = note
@@ -279,14 +286,14 @@ def vspipe_fps(bench: Bench, plugin: str, case: str, first: int, last: int) -> f
     return (frames - short_frames) / (seconds - short_seconds)
 
 
-def run_all(bench: Bench, cases, plugins, seconds: float) -> list[dict]:
+def run_all(bench: Bench, cases, plugins, seconds: float, repeat: int = 1) -> list[dict]:
     """One worker process per (plugin, case); print each row as it comes."""
     widths = (max([24, *map(len, cases)]), max([10, *map(len, plugins)]))
     rows = []
     for case in cases:
         for plugin in plugins:
             command = [sys.executable, str(bench.script), "--worker", plugin, case]
-            command += ["--seconds", str(seconds)]
+            command += ["--seconds", str(seconds), "--repeat", str(repeat)]
             try:
                 done = subprocess.run(
                     command, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
@@ -312,8 +319,10 @@ def format_row(row: dict, widths: tuple[int, int] = (24, 10)) -> str:
     memory = "?" if row["gpu_mib"] is None else f"{row['gpu_mib']:.0f}"
     quality = "   n/a" if row["psnr"] is None else f"{row['psnr']:6.2f}"
     note = f"  ({row['note']})" if row.get("note") else ""
+    runs = row.get("fps_runs", [])
+    spread = f" [{min(runs):.0f}-{max(runs):.0f}]" if len(runs) > 1 else ""
     return (
-        f"{head} {row['fps']:8.1f} fps  first {row['first_frame_s']:6.2f} s  "
+        f"{head} {row['fps']:8.1f} fps{spread}  first {row['first_frame_s']:6.2f} s  "
         f"PSNR {quality}  GPU {memory} MiB{note}"
     )
 
@@ -383,18 +392,21 @@ def main(bench: Bench, description: str, argv: Sequence[str] | None = None) -> N
     parser.add_argument("--cases", default=",".join(bench.cases))
     parser.add_argument("--plugins", default=",".join(bench.plugins))
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--repeat", type=int, default=1, help="vspipe runs per cell (median)")
     parser.add_argument("--append", type=Path)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(run_worker(bench, *args.worker, args.seconds)))
+        print(json.dumps(run_worker(bench, *args.worker, args.seconds, args.repeat)))
         return
     try:
         cases = split_names(args.cases, bench.cases)
     except ValueError as error:
         parser.error(f"{error}; known cases: {', '.join(map(repr, bench.cases))}")
     plugins = [p for p in args.plugins.split(",") if p]
-    rows = run_all(bench, cases, plugins, args.seconds)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1, got {args.repeat}")
+    rows = run_all(bench, cases, plugins, args.seconds, args.repeat)
     header = (
         f"### {bench.title}, {datetime.date.today()}, {_gpu_name()}, "
         f"{os.environ.get('BENCH_THREADS', '16')} VapourSynth threads, {bench.settings}; "

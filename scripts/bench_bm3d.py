@@ -1,6 +1,6 @@
 """BM3D speed and quality benchmark: ours against BM3DCUDA and vszipcu in one run (issue #5).
 
-    python scripts/bench_bm3d.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3]
+    python scripts/bench_bm3d.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3] [--repeat N]
                                  [--append docs/BENCHMARKS.md] [--json out.json]
 
 Case names contain commas; --cases takes the longest known name at each comma, so

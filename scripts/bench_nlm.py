@@ -1,6 +1,6 @@
 """NLM speed and quality benchmark: ours against every rival that is installed, in one run.
 
-    python scripts/bench_nlm.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3]
+    python scripts/bench_nlm.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3] [--repeat N]
                                 [--append docs/BENCHMARKS.md] [--json out.json]
 
 Each (plugin, case) runs in its own process (so GPU memory is per filter and a crash stays

@@ -3,7 +3,8 @@
 #   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor]
 # (default: all but floor, which measures a fleet's start-up without the filter)
 # bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
-# BENCH_BM3D_PLUGINS); both BENCH_SECONDS. Case names of bm3d contain commas (see its --help).
+# BENCH_BM3D_PLUGINS); both BENCH_SECONDS and BENCH_REPEAT (vspipe runs a cell, median).
+# Case names of bm3d contain commas (see its --help).
 # quality: the GPU columns of docs/BM3D_QUALITY.md (ours, BM3DCUDA, vszipcu), merged into the
 # CPU report; copy $OUT/BM3D_QUALITY.md and .png into docs/ afterwards.
 # Expects .device/rivals (fetch_rivals.sh output plus our wheel: see docs/BENCHMARKS.md) and
@@ -23,12 +24,14 @@ if [[ $steps == *tests* ]]; then
         tests/test_nlmeans.py tests/test_vspipe.py 2>&1 | tee "$out/tests.log" | tail -15
 fi
 if [[ $steps == *bench* ]]; then
-    python3 scripts/bench_nlm.py --seconds "${BENCH_SECONDS:-2}" --json "$out/bench.json" \
+    python3 scripts/bench_nlm.py --seconds "${BENCH_SECONDS:-2}" --repeat "${BENCH_REPEAT:-1}" \
+        --json "$out/bench.json" \
         ${BENCH_CASES:+--cases "$BENCH_CASES"} ${BENCH_PLUGINS:+--plugins "$BENCH_PLUGINS"} \
         2>&1 | tee "$out/bench.log" | tail -40
 fi
 if [[ $steps == *bm3d* ]]; then
-    python3 scripts/bench_bm3d.py --seconds "${BENCH_SECONDS:-2}" --json "$out/bench_bm3d.json" \
+    python3 scripts/bench_bm3d.py --seconds "${BENCH_SECONDS:-2}" --repeat "${BENCH_REPEAT:-1}" \
+        --json "$out/bench_bm3d.json" \
         ${BENCH_BM3D_CASES:+--cases "$BENCH_BM3D_CASES"} \
         ${BENCH_BM3D_PLUGINS:+--plugins "$BENCH_BM3D_PLUGINS"} \
         2>&1 | tee "$out/bench_bm3d.log" | tail -40
