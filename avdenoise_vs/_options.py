@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "ColorFamily",
@@ -95,6 +97,10 @@ class FrameLayout:
     @property
     def dtype(self) -> np.dtype:
         """NumPy dtype of one sample."""
+        # Imported here: VapourSynth loads the plugin, and with it this module, in every
+        # process it starts, most of which never create one of our filters.
+        import numpy as np
+
         if self.sample_type is SampleType.FLOAT:
             return np.dtype(np.float32)
         return np.dtype(np.uint8 if self.bits == 8 else np.uint16)

@@ -59,3 +59,17 @@ def test_vspipe_reports_bad_arguments(vspipe, tmp_path):
     done = subprocess.run([vspipe, "--info", str(script)], capture_output=True, text=True)
     assert done.returncode != 0
     assert "avdenoise.Denoise: radius must be an integer from 0 to 8, got 99" in done.stderr
+
+
+def test_autoloading_the_plugin_imports_no_numpy():
+    """VapourSynth loads the plugin in every process it starts; that must stay cheap."""
+    if not plugin_installed():
+        pytest.skip("the plugin is not installed where VapourSynth autoloads (editable install?)")
+    probe = (
+        "import sys, vapoursynth as vs; "
+        "assert any(p.namespace == 'avdenoise' for p in vs.core.plugins()); "
+        "print('numpy' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
