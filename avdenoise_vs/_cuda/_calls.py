@@ -20,15 +20,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-import os
 
 import numpy as np
+
+from .._environment import switch
 
 __all__ = ["KernelArgs", "cuda_calls"]
 
 logger = logging.getLogger(__name__)
-
-_SWITCH_ENV = "AVDENOISE_CUDA_CALLS"
 
 
 class KernelArgs:
@@ -107,7 +106,7 @@ def _bind(function, argtypes):
 def cuda_calls() -> HeldCalls | ReleasedCalls:
     """The process's calls: :class:`HeldCalls` unless ``AVDENOISE_CUDA_CALLS=released`` or
     the driver library cannot be bound."""
-    if os.environ.get(_SWITCH_ENV, "held").strip().lower() == "released":
+    if switch("AVDENOISE_CUDA_CALLS") == "released":
         return ReleasedCalls()
     try:
         return HeldCalls()

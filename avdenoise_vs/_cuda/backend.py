@@ -5,7 +5,8 @@ Importing this module never imports CuPy; :class:`CudaBackend` does, and raises
 
 Per frame the bridge calls :meth:`CudaBackend.process` from one of VapourSynth's threads, with
 the GIL serialising them, so the GIL-held time per frame bounds the frame rate. A frame
-therefore costs only a handful of calls, each releasing the GIL while it works:
+therefore costs only a handful of calls; those that wait (copies, synchronisation) release
+the GIL while they do:
 
 1. for each window frame not yet on the device (in steady state one per input), its planes
    go into a cached device slot, then one ``cudaEventRecord``;
@@ -42,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._backends import BackendUnavailable
+from .._environment import default, switch
 from .._log import thread_debug
 from .._options import FrameLayout, PlaneOptions
 from ._cache import FrameCache, wait_for
@@ -59,13 +61,6 @@ _D2H = 2  # cudaMemcpyDeviceToHost
 _TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
 #: "auto" stages frames (all planes a pass reads, device layout) of at least this many bytes.
 _STAGE_MIN_BYTES = 3 << 20
-_TRANSFER_ENV = "AVDENOISE_TRANSFER"  # overrides "auto" (benchmarks)
-#: Hardware work queues per CUDA context, unless the user set CUDA_DEVICE_MAX_CONNECTIONS.
-#: The driver builds contexts one at a time, and each queue adds to the time: 16 processes
-#: starting at once (an Av1an fleet) all had a context after 2.6 s with the default 8 queues,
-#: 1.0 s with one (H200, scripts/cuda_start_probe.py --driver 16). Every stream of a process
-#: then shares one queue; our frame rates did not change beyond run-to-run noise.
-_CONNECTIONS = "1"
 #: Devices that backends of this process run on (see ``_run``).
 _DEVICES_IN_USE: set[int] = set()
 
@@ -166,14 +161,15 @@ class CudaBackend:
         transfer: str = "auto",
     ) -> None:
         if transfer == "auto":  # the environment may force one way, for benchmarks
-            transfer = os.environ.get(_TRANSFER_ENV, "").strip().lower() or "auto"
-            if transfer not in _TRANSFERS:
-                raise ValueError(f"{_TRANSFER_ENV} must be one of {_TRANSFERS}, got {transfer!r}")
+            transfer = switch("AVDENOISE_TRANSFER")
         if transfer not in _TRANSFERS:
             raise ValueError(f"transfer must be one of {_TRANSFERS}, got {transfer!r}")
-        # Read when the context is created, so before CuPy first touches the device; a
-        # process whose context already exists (another plugin's) keeps its setting.
-        os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", _CONNECTIONS)
+        # One hardware queue unless the user chose: contexts then start faster when an Av1an
+        # fleet starts them all at once (see _environment.py). The driver reads it when the
+        # context is created, so before CuPy first touches the device; a process whose
+        # context already exists (another plugin's) keeps its setting.
+        connections = "CUDA_DEVICE_MAX_CONNECTIONS"
+        os.environ.setdefault(connections, default(connections))
         try:
             import cupy
         except Exception as error:  # ImportError, or CUDA libraries that fail to load
@@ -293,15 +289,14 @@ class CudaBackend:
     def _prepare_passes(self) -> None:
         """Compile the passes' kernels side by side: NVRTC runs without the GIL, and in a
         cold Av1an fleet every other worker waits for this process's compile."""
-        if len(self._passes) == 1:
-            with self._cupy.cuda.Device(self.device_id):
-                self._passes[0].prepare()
-            return
 
         def prepare(npass) -> None:
             with self._cupy.cuda.Device(self.device_id):
                 npass.prepare()
 
+        if len(self._passes) == 1:
+            prepare(self._passes[0])
+            return
         with ThreadPoolExecutor(len(self._passes), thread_name_prefix="avdenoise-compile") as pool:
             list(pool.map(prepare, self._passes))  # list(): re-raises a failed compile
 

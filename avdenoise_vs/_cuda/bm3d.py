@@ -33,12 +33,12 @@ reference blocks per frame and stage.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 
 import numpy as np
 
+from .._environment import positive_int
 from .._options import Distance, FrameLayout, PlaneOptions
 from .._reference._bm3d_stages import TAU_WIENER, ht_match_threshold
 from ._bm3d_source import BM3D_WARPS, Bm3dSpec
@@ -58,7 +58,6 @@ _DEFAULT_SHARED_LIMIT = 48 * 1024
 #: 96 / 146 / 146 fps with the calls that keep the GIL; one stage at 253 fps with 2 and
 #: CuPy's calls, 292 with 3 and the GIL kept (docs/BENCHMARKS.md).
 DEFAULT_WORKSPACES = (4, 3)  # (spatial, temporal)
-_WORKSPACES_ENV = "AVDENOISE_BM3D_WORKSPACES"  # overrides the default, for benchmarks
 #: Largest plane side: block keys pack positions into 13 bits (bm3d.cuh, ``bm_key``).
 MAX_PLANE_SIDE = (1 << 13) + 7
 
@@ -83,15 +82,6 @@ def _reference_count(length: int, step: int) -> int:
     """Reference positions along an axis of `length` pixels (the reference's grid)."""
     last = length - 8
     return -(-last // step) + 1
-
-
-def _int_env(name: str) -> int | None:
-    """A positive integer from the environment, or None (unset or not a positive integer)."""
-    try:
-        value = int(os.environ.get(name, ""))
-    except ValueError:
-        return None
-    return value if value > 0 else None
 
 
 class _Workspace:
@@ -172,7 +162,11 @@ class Bm3dPass:
         self._frame_bytes = 4 * self._frame_floats
         self._acc_bytes = 8 * self.window * self._frame_floats
         self.workspace_bytes = 2 * self.window * self._frame_bytes + 2 * self._acc_bytes
-        self._limit = workspaces or _int_env(_WORKSPACES_ENV) or DEFAULT_WORKSPACES[self.window > 1]
+        self._limit = (
+            workspaces
+            or positive_int("AVDENOISE_BM3D_WORKSPACES")
+            or DEFAULT_WORKSPACES[self.window > 1]
+        )
         self._pool: queue.SimpleQueue[_Workspace] = queue.SimpleQueue()
         self._created = 0
         self._lock = threading.Lock()
