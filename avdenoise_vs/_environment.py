@@ -74,6 +74,14 @@ VARIABLES: tuple[Variable, ...] = (
         "Frames of a BM3D pass on the GPU at once (a V-BM3D one holds 2r + 1 frames of "
         "sums); for comparisons.",
     ),
+    Variable(
+        "AVDENOISE_BM3D_CACHE",
+        "a positive integer",
+        "2r + 17",
+        "V-BM3D: filtered frames kept on the GPU for the frames around them (each holds "
+        "2 (2r + 1) frames of sums, most of V-BM3D's memory); fewer may filter a frame "
+        "twice; for comparisons.",
+    ),
 )
 
 _BY_NAME = {variable.name: variable for variable in VARIABLES}

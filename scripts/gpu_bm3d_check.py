@@ -101,9 +101,13 @@ def time_config(name: str, fmt, passes, frames: int) -> dict:
     throughput(backend, fmt, passes, 32, 16, start=100, pool=pool)
     kernels = kernel_ms(backend, fmt, passes, pool)
     fps1 = throughput(backend, fmt, passes, max(frames // 4, 16), 1, start=300, pool=pool)
+    before = backend._passes[0].produced()
     fps16 = throughput(backend, fmt, passes, frames, 16, start=1000, pool=pool)
+    # V-BM3D entries made per output frame and kind with 16 threads: 1.0 unless the caches
+    # evicted entries before their last use (AVDENOISE_BM3D_CACHE).
+    made = {k: (v - before.get(k, 0)) / frames for k, v in backend._passes[0].produced().items()}
     return dict(config=name, fps16=fps16, fps1=fps1, kernels=kernels, warm_s=warm_s,
-                mem_mb=backend.memory_bytes() / 2**20)  # fmt: skip
+                mem_mb=backend.memory_bytes() / 2**20, made=made)  # fmt: skip
 
 
 def main() -> None:
@@ -123,6 +127,7 @@ def main() -> None:
             continue
         rows.append(row)
         kernels = "  ".join(f"{k} {v:.3f}" for k, v in row["kernels"].items())
+        kernels += "".join(f"  made/{k} {v:.2f}" for k, v in row["made"].items())
         print(f"{name:20s} {row['fps16']:6.0f} fps16 {row['fps1']:6.0f} fps1 "
               f"{row['mem_mb']:6.0f} MiB warm {row['warm_s']:.2f}s | ms: {kernels}", flush=True)  # fmt: skip
     with open(args.json, "w") as fh:

@@ -129,6 +129,20 @@ def test_every_frame_s_groups_are_filtered_once_per_stage(schedule, stages):
     kernels = _produced(recorder.log, "kernel")
     # One output finish per frame, plus one per basic estimate with two stages.
     assert kernels.count("bm3d_finish") == LENGTH * stages
+    counts = {"hard": LENGTH} if stages == 1 else dict.fromkeys(("hard", "wiener", "basic"), LENGTH)
+    assert npass.produced() == counts
+
+
+def test_a_smaller_cache_refilters_and_still_renders(schedule, monkeypatch):
+    """AVDENOISE_BM3D_CACHE keeps fewer sum entries: frames requested out of order then have
+    some groups filtered again, which `produced` reports."""
+    monkeypatch.setenv("AVDENOISE_BM3D_CACHE", "3")
+    make, recorder = schedule
+    npass = make(radius=1, stages=1)
+    order = [0, 9, 1, 10, 2, 11, 3]
+    _render(npass, order)
+    assert npass.produced()["hard"] > len({m for n in order for m in (n - 1, n, n + 1)} - {-1})
+    assert _produced(recorder.log, "kernel").count("bm3d_finish") == len(order)
 
 
 def test_each_stage_runs_after_what_it_reads(schedule):

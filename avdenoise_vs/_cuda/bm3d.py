@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import Counter
 
 import numpy as np
 
@@ -172,6 +173,7 @@ class Bm3dPass:
         self._lock = threading.Lock()
         self._kernels = None
         self._sums = self._basics = None  # V-BM3D caches, made on first use
+        self._produced: Counter[str] = Counter()  # V-BM3D entries made, by kind
 
         itemsize = layout.dtype.itemsize
         refs = (_reference_count(width, options.block_step),
@@ -239,6 +241,15 @@ class Bm3dPass:
         if self._sums is not None:
             self._sums.forget([(stage, f) for stage in ("hard", "wiener") for f in numbers])
             self._basics.forget(list(numbers))
+
+    def produced(self) -> dict[str, int]:
+        """V-BM3D entries made so far by kind ("hard", "wiener" sums, "basic" estimates).
+
+        Once per frame and kind when nothing is evicted before its last use; more means the
+        caches are too small for the order the frames come in (benchmarks report it).
+        """
+        with self._lock:
+            return dict(self._produced)
 
     def memory_bytes(self) -> int:
         """Device memory of the workspaces and cached entries created so far."""
@@ -355,6 +366,9 @@ class Bm3dPass:
 
     def _produce(self, cache, entry, make, lease: _Lease, window: _Window, state) -> None:
         """Queue an entry's work (``make``), then publish it: event, stream, issued."""
+        with self._lock:
+            kind = entry.key[0] if isinstance(entry.key, tuple) else "basic"
+            self._produced[kind] += 1
         try:
             make(lease, window, entry, state)
             self._calls.eventRecord(entry.slot.event_ptr, state.stream_ptr)
@@ -401,8 +415,11 @@ class Bm3dPass:
             with self._lock:
                 if self._sums is None:
                     # Enough for 16 threads on consecutive frames; more are added when needed.
+                    # Sum entries are large (2 (2r + 1) frames of floats each): their number is
+                    # most of the memory V-BM3D takes, hence the switch, for comparisons.
+                    kept = positive_int("AVDENOISE_BM3D_CACHE") or self.window + 16
                     self._basics = FrameCache(self._frame_bytes, 4 * self.window + 16)
-                    self._sums = FrameCache(2 * self.window * self._frame_bytes, self.window + 16)
+                    self._sums = FrameCache(2 * self.window * self._frame_bytes, kept)
         return self._sums, self._basics
 
     def _acquire(self) -> _Workspace:
