@@ -229,3 +229,24 @@ def test_kernel_args_point_at_their_record() -> None:
     args = KernelArgs(record)
     pointers = (ctypes.c_void_p * 1).from_address(args.address)
     assert pointers[0] == record.ctypes.data
+
+
+def test_a_failed_frame_leaves_no_entry_for_others_to_wait_on(schedule):
+    """A frame that fails while producing its entries fails the ones it never made, so the
+    next frame that needs them makes them instead of waiting WAIT_LIMIT_S."""
+    make, recorder = schedule
+    npass = make(radius=1, stages=1)
+    original = npass._sum_entry
+    calls = []
+
+    def fail_first(lease, window, entry, state):
+        calls.append(entry.key)
+        if len(calls) == 1:
+            raise RuntimeError("fake kernel failure")
+        original(lease, window, entry, state)
+
+    npass._sum_entry = fail_first
+    with pytest.raises(RuntimeError, match="fake kernel failure"):
+        _render(npass, [4])
+    _render(npass, [4])  # would wait on the abandoned entries without abandon()
+    assert sorted(calls[1:]) == [("hard", 3), ("hard", 4), ("hard", 5)]

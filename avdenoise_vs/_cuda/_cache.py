@@ -120,6 +120,17 @@ class FrameCache:
             if self._entries.get(entry.key) is entry:
                 del self._entries[entry.key]
 
+    def abandon(self, fresh: Sequence[Entry]) -> None:
+        """Fail the entries of `fresh` (from :meth:`acquire`) that were never issued.
+
+        For a caller whose frame failed before it prepared all of them: left in the cache,
+        every later frame that needs one would wait ``WAIT_LIMIT_S`` for it.
+        """
+        for entry in fresh:
+            if not entry.issued.is_set():
+                self.fail(entry)
+                entry.issued.set()
+
     def forget(self, keys: Sequence[Hashable]) -> None:
         """Drop unreferenced entries of `keys` (warm-up frames), freeing their slots."""
         with self._lock:

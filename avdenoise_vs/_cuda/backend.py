@@ -367,6 +367,9 @@ class CudaBackend:
                 synced = True
             for entry in entries:
                 entry.complete = True
+        except BaseException:
+            self._cache.abandon(fresh)
+            raise
         finally:
             if not synced:
                 try:  # nothing may still read a slot once it is released

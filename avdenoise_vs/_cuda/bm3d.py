@@ -95,11 +95,12 @@ class _Workspace:
 class _Lease:
     """What one frame of a pass holds until its stream has synchronized."""
 
-    __slots__ = ("workspace", "held", "entries")
+    __slots__ = ("workspace", "held", "fresh", "entries")
 
     def __init__(self, workspace: _Workspace) -> None:
         self.workspace = workspace
         self.held = []  # (cache, entries) as acquired
+        self.fresh = []  # (cache, entries) this frame must produce
         self.entries = {}  # key -> entry: sums by (stage, m), basic estimates by k
 
 
@@ -223,6 +224,8 @@ class Bm3dPass:
                 window = _Window(numbers, values, guides, self.options.radius)
                 self._temporal(lease, window, out_ptr, state)
         except BaseException:
+            for cache, fresh in lease.fresh:  # none may wait for what this frame never made
+                cache.abandon(fresh)
             self.release(lease)
             raise
         return lease
@@ -361,6 +364,7 @@ class Bm3dPass:
     def _hold(self, lease: _Lease, cache, keys: list) -> tuple[list, list]:
         entries, fresh = cache.acquire(keys)
         lease.held.append((cache, entries))
+        lease.fresh.append((cache, fresh))
         lease.entries.update((entry.key, entry) for entry in entries)
         return entries, fresh
 

@@ -1,0 +1,305 @@
+"""The CUDA backend's host side, run without a GPU: slots, uploads, launches and downloads.
+
+A fake ``cupy`` keeps "device" memory in host buffers and copies with ``ctypes.memmove``, and
+a fake NLM kernel writes, for every pixel of the pass's planes, the largest sample of its
+temporal window. The real :class:`~avdenoise_vs._cuda.backend.CudaBackend` then runs the
+bridge's frame protocol, so what CI checks here is the pointer arithmetic (plane offsets and
+pitches, chroma planes, staging buffers), the window's slots in time order, and that each
+source frame crosses the bus once. The kernels themselves are tests/cuda's job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+from avdenoise_vs._cuda import _cache as cuda_cache
+from avdenoise_vs._cuda import backend as cuda_backend
+from avdenoise_vs._cuda import nlm as cuda_nlm
+from avdenoise_vs._cuda.nlm import args_dtype
+from avdenoise_vs._options import (
+    ColorFamily,
+    Distance,
+    FrameLayout,
+    PlaneOptions,
+    SampleType,
+    WeightMode,
+)
+
+LENGTH = 8
+
+
+class _DeviceMemory:
+    """A fake device (or pinned) allocation: a host buffer and its address."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.array = np.zeros(max(nbytes, 1), np.uint8)
+        self.ptr = self.array.ctypes.data
+
+    def __buffer__(self, flags):  # np.frombuffer on fake pinned memory
+        return memoryview(self.array)
+
+
+class _Handle:
+    """A stream or an event: only its address matters."""
+
+    _next = iter(range(1 << 20, 1 << 30, 16))
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.ptr = next(self._next)
+
+
+class _Runtime:
+    """The runtime calls the backend makes, copies done at once, calls counted."""
+
+    CUDARuntimeError = RuntimeError
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.fail_uploads = 0  # this many host-to-device copies raise
+
+    def _count(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+    def getDeviceCount(self) -> int:  # noqa: N802 (CuPy's names)
+        return 1
+
+    def getDevice(self) -> int:  # noqa: N802
+        return 0
+
+    def setDevice(self, device: int) -> None:  # noqa: N802
+        self._count("setDevice")
+
+    def deviceGetAttribute(self, attribute: int, device: int) -> int:  # noqa: N802
+        return 227 * 1024
+
+    def memGetInfo(self) -> tuple[int, int]:  # noqa: N802
+        return 64 << 30, 80 << 30
+
+    def memcpy2DAsync(self, dst, dpitch, src, spitch, width, height, kind, stream):  # noqa: N802
+        self._copy(kind)
+        for row in range(height):
+            ctypes.memmove(dst + row * dpitch, src + row * spitch, width)
+
+    def memcpyAsync(self, dst, src, nbytes, kind, stream):  # noqa: N802
+        self._copy(kind)
+        ctypes.memmove(dst, src, nbytes)
+
+    def _copy(self, kind: int) -> None:
+        self._count(f"copy{kind}")
+        if kind == 1 and self.fail_uploads:
+            self.fail_uploads -= 1
+            raise RuntimeError("fake upload failure")
+
+    def streamSynchronize(self, stream) -> None:  # noqa: N802
+        self._count("streamSynchronize")
+
+
+class _Calls:
+    """``cuda_calls()``: launches run the fake kernel registered under the function handle."""
+
+    def __init__(self) -> None:
+        self.kernels = {}
+
+    def launch(self, function, grid, block, shared, stream, args) -> None:
+        self.kernels[function](args.record)
+
+    def eventRecord(self, event, stream) -> None:  # noqa: N802
+        pass
+
+    def streamWaitEvent(self, stream, event, flags=0) -> None:  # noqa: N802
+        pass
+
+
+def _window_max_kernel(npass, dtype: np.dtype):
+    """A fake NLM kernel: each output sample is the largest of its window's samples."""
+    planes = len(npass.options.planes)
+    height, width = int(npass._template["height"][0]), int(npass._template["width"][0])
+    itemsize = dtype.itemsize
+
+    def plane(address: int, offset: int, pitch: int) -> np.ndarray:
+        size = (offset + (height - 1) * pitch + width) * itemsize
+        raw = (ctypes.c_char * size).from_address(address)
+        flat = np.frombuffer(raw, dtype=dtype)
+        return np.lib.stride_tricks.as_strided(
+            flat[offset:], (height, width), (pitch * itemsize, itemsize)
+        )
+
+    def run(record: np.ndarray) -> None:
+        record = record.view(args_dtype(npass.window))[0]
+        pitch, out_pitch = int(record["pitch"]), int(record["out_pitch"])
+        for i in range(planes):
+            frames = [plane(int(a), int(record["plane_off"][i]), pitch) for a in record["value"]]
+            out = plane(int(record["out"]), int(record["out_off"][i]), out_pitch)
+            out[...] = np.max(frames, axis=0)
+
+    return run
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """Install the fakes; returns (runtime, calls)."""
+    runtime, calls = _Runtime(), _Calls()
+    cuda = types.SimpleNamespace(
+        runtime=runtime,
+        alloc=_DeviceMemory,
+        alloc_pinned_memory=_DeviceMemory,
+        Stream=_Handle,
+        Event=_Handle,
+        Device=lambda device: _NullContext(),
+    )
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(cuda_cache, "WAIT_LIMIT_S", 5.0)  # a bug fails, not hangs
+    monkeypatch.setattr(cuda_backend, "cuda_calls", lambda: calls)
+
+    def load(self) -> int:
+        self._calls = calls
+        handle = id(self)
+        calls.kernels[handle] = _window_max_kernel(self, self._dtype_for_test)
+        self._function_ptr = handle
+        return handle
+
+    monkeypatch.setattr(cuda_nlm.NlmPass, "_load", load)
+    return runtime, calls
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _nlm(planes, distance, radius=1) -> PlaneOptions:
+    return PlaneOptions(
+        algorithm="nlm", planes=planes, distance=distance, strength=1.2, radius=radius,
+        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0, has_ref=False,
+    )  # fmt: skip
+
+
+def _frames(layout: FrameLayout) -> list[list[np.ndarray]]:
+    """Frame n: every plane filled with n + 1 plus a pattern, so windows are told apart."""
+    frames = []
+    for n in range(LENGTH):
+        planes = []
+        for p in range(layout.num_planes):
+            h, w = layout.plane_shape(p)
+            pattern = (np.arange(h)[:, None] + 3 * np.arange(w)[None, :] + 7 * p) % 5
+            planes.append((pattern * 10 + n + 1).astype(layout.dtype))
+        frames.append(planes)
+    return frames
+
+
+def _padded(array: np.ndarray) -> np.ndarray:
+    """A copy of `array` in rows padded past its width, as VapourSynth frames are."""
+    h, w = array.shape
+    store = np.zeros((h, w + 13), array.dtype)
+    store[:, :w] = array
+    return store[:, :w]
+
+
+def _plane(array: np.ndarray):
+    """What the bridge passes for a plane: address, stride, the rows' bytes (a memoryview)."""
+    rows = np.ndarray((array.shape[0] * array.strides[0],), np.uint8, buffer=array.base)
+    return array.ctypes.data, array.strides[0], memoryview(rows)
+
+
+def _process(backend, layout, frames, n, radius, written):
+    """One call of the bridge's protocol for frame n; returns the output planes."""
+    numbers = tuple(min(max(n + t, 0), LENGTH - 1) for t in range(-radius, radius + 1))
+    keep = [[_padded(a) for a in frames[f]] for f in numbers]
+    windows = (tuple(tuple(_plane(a) for a in planes) for planes in keep),)
+    out = [_padded(np.zeros(layout.plane_shape(p), layout.dtype)) for p in range(3)]
+    dst = tuple(_plane(out[p]) if p in written else None for p in range(layout.num_planes))
+    backend.process(n, numbers, windows, dst)
+    return out
+
+
+def _expected(frames, n, radius, plane):
+    numbers = [min(max(n + t, 0), LENGTH - 1) for t in range(-radius, radius + 1)]
+    return np.max([frames[f][plane] for f in numbers], axis=0)
+
+
+LAYOUTS = {
+    "GRAY8": (
+        FrameLayout(40, 12, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER),
+        [((0,), Distance.LUMA)],
+    ),
+    "YUV420P16": (
+        FrameLayout(40, 12, ColorFamily.YUV, 1, 1, 16, SampleType.INTEGER),
+        [((0,), Distance.LUMA), ((1, 2), Distance.CHROMA)],
+    ),
+    "YUV444PS": (
+        FrameLayout(24, 10, ColorFamily.YUV, 0, 0, 32, SampleType.FLOAT),
+        [((0, 1, 2), Distance.YUV)],
+    ),
+}
+
+
+def _backend(name: str, transfer: str, monkeypatch):
+    layout, groups = LAYOUTS[name]
+    passes = tuple(_nlm(planes, distance) for planes, distance in groups)
+    monkeypatch.setattr(cuda_nlm.NlmPass, "_dtype_for_test", layout.dtype, raising=False)
+    backend = cuda_backend.CudaBackend(passes, layout, transfer=transfer)
+    written = {p for options in passes for p in options.planes}
+    return backend, layout, written
+
+
+@pytest.mark.parametrize("transfer", ["direct", "staged"])
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_every_plane_gets_its_window_in_order(fake_cuda, monkeypatch, name, transfer):
+    runtime, _ = fake_cuda
+    backend, layout, written = _backend(name, transfer, monkeypatch)
+    backend.warm_up()
+    frames = _frames(layout)
+    before = dict(runtime.counts)
+    for n in range(LENGTH):
+        out = _process(backend, layout, frames, n, 1, written)
+        for p in written:
+            np.testing.assert_array_equal(out[p], _expected(frames, n, 1, p), err_msg=f"{n}/{p}")
+    # Every source frame crossed the bus once, one copy per plane (direct) or per frame.
+    copies = runtime.counts.get("copy1", 0) - before.get("copy1", 0)
+    per_frame = 1 if transfer == "staged" else len(written)
+    assert copies == LENGTH * per_frame
+
+
+def test_threads_share_uploads(fake_cuda, monkeypatch):
+    runtime, _ = fake_cuda
+    backend, layout, written = _backend("GRAY8", "direct", monkeypatch)
+    frames = _frames(layout)
+    results, errors = {}, []
+
+    def render(ns):
+        try:
+            for n in ns:
+                results[n] = _process(backend, layout, frames, n, 1, written)[0]
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=render, args=(range(i, LENGTH, 4),)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors
+    for n in range(LENGTH):
+        np.testing.assert_array_equal(results[n], _expected(frames, n, 1, 0))
+    assert runtime.counts["copy1"] == LENGTH
+
+
+def test_failed_upload_fails_the_frame_and_the_next_call_uploads_again(fake_cuda, monkeypatch):
+    runtime, _ = fake_cuda
+    backend, layout, written = _backend("GRAY8", "direct", monkeypatch)
+    frames = _frames(layout)
+    runtime.fail_uploads = 1
+    with pytest.raises(RuntimeError, match="fake upload failure"):
+        _process(backend, layout, frames, 3, 1, written)
+    out = _process(backend, layout, frames, 3, 1, written)
+    np.testing.assert_array_equal(out[0], _expected(frames, 3, 1, 0))
