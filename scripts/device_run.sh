@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
-#   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor]
-# (default: all but floor, which measures a fleet's start-up without the filter)
+#   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache]
+# (default: the first five; floor measures a fleet's start-up without the filter, bm3dcache
+# V-BM3D's memory and speed against AVDENOISE_BM3D_CACHE, BM3D_CACHE_SIZES)
 # bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
 # BENCH_BM3D_PLUGINS); both BENCH_SECONDS and BENCH_REPEAT (vspipe runs a cell, median).
 # Case names of bm3d contain commas (see its --help).
@@ -14,35 +15,45 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 out=${OUT:-out}; mkdir -p "$out"
 steps=${*:-tests bench bm3d quality fleet}
+has() { [[ " $steps " == *" $1 "* ]]; }  # whole step names: bm3d is not bm3dcache
 source .device/device_setup.sh .device/rivals || { echo "install failed"; exit 1; }
 export PATH=/tmp/site/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import cupy, vapoursynth as vs; print('cupy', cupy.__version__, 'VS', vs.core.core_version)"
 
-if [[ $steps == *tests* ]]; then
+if has tests; then
     python3 -m pytest -q -x -p no:cacheprovider tests/cuda tests/test_denoise.py \
         tests/test_nlmeans.py tests/test_vspipe.py 2>&1 | tee "$out/tests.log" | tail -15
 fi
-if [[ $steps == *bench* ]]; then
+if has bench; then
     python3 scripts/bench_nlm.py --seconds "${BENCH_SECONDS:-2}" --repeat "${BENCH_REPEAT:-1}" \
         --json "$out/bench.json" \
         ${BENCH_CASES:+--cases "$BENCH_CASES"} ${BENCH_PLUGINS:+--plugins "$BENCH_PLUGINS"} \
         2>&1 | tee "$out/bench.log" | tail -40
 fi
-if [[ $steps == *bm3d* ]]; then
+if has bm3d; then
     python3 scripts/bench_bm3d.py --seconds "${BENCH_SECONDS:-2}" --repeat "${BENCH_REPEAT:-1}" \
         --json "$out/bench_bm3d.json" \
         ${BENCH_BM3D_CASES:+--cases "$BENCH_BM3D_CASES"} \
         ${BENCH_BM3D_PLUGINS:+--plugins "$BENCH_BM3D_PLUGINS"} \
         2>&1 | tee "$out/bench_bm3d.log" | tail -40
 fi
-if [[ $steps == *quality* ]]; then
+if has quality; then
     python3 scripts/bm3d_quality.py --size 96 --merge docs/BM3D_QUALITY.md \
         --backends avdenoise,avdenoise_bm3d,bm3dcuda,vszipcu --out "$out/BM3D_QUALITY.md" \
         2>&1 | tee "$out/quality.log" | tail -20
 fi
+if has bm3dcache; then
+    # V-BM3D memory against cache size: fps, MiB and entries made per output frame (1.00 when
+    # nothing is filtered twice), backend alone (scripts/gpu_bm3d_check.py).
+    for kept in ${BM3D_CACHE_SIZES:-19 12 9 7}; do
+        echo "## AVDENOISE_BM3D_CACHE=$kept"
+        AVDENOISE_BM3D_CACHE=$kept python3 scripts/gpu_bm3d_check.py --frames 200 \
+            --only "r1 yuv444,r1 yuv444 2 stages" --json "$out/bm3dcache-$kept.json"
+    done 2>&1 | tee "$out/bm3dcache.log" | grep -E "^##|fps16"
+fi
 fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }
-if [[ $steps == *floor* ]]; then
+if has floor; then
     # What a fleet pays before denoising: a lone warm worker, then 16 workers without the filter
     # (Python and VapourSynth only) and with CUDA started but no filter.
     {
@@ -58,7 +69,7 @@ if [[ $steps == *floor* ]]; then
         done
     } 2>&1 | tee "$out/floor.log" | grep -E "^##|^fleet" | head -40
 fi
-if [[ $steps == *fleet* ]]; then
+if has fleet; then
     # FLEET_REPEAT runs of each fleet (the slowest of 16 workers varies from run to run).
     {
         for r in $(seq "${FLEET_REPEAT:-1}"); do
