@@ -118,7 +118,8 @@ def positive_int(name: str) -> int | None:
     ValueError
         When the value is not a positive integer.
     """
-    _BY_NAME[name]  # only variables of the table
+    if name not in _BY_NAME:
+        raise KeyError(name)  # only variables of the table are read
     text = os.environ.get(name, "").strip()
     if not text:
         return None

@@ -161,7 +161,7 @@ def fake_cuda(monkeypatch):
     def load(self) -> int:
         self._calls = calls
         handle = id(self)
-        calls.kernels[handle] = _window_max_kernel(self, self._dtype_for_test)
+        calls.kernels[handle] = _window_max_kernel(self, np.dtype(self.spec.dtype))
         self._function_ptr = handle
         return handle
 
@@ -243,10 +243,9 @@ LAYOUTS = {
 }
 
 
-def _backend(name: str, transfer: str, monkeypatch):
+def _backend(name: str, transfer: str):
     layout, groups = LAYOUTS[name]
     passes = tuple(_nlm(planes, distance) for planes, distance in groups)
-    monkeypatch.setattr(cuda_nlm.NlmPass, "_dtype_for_test", layout.dtype, raising=False)
     backend = cuda_backend.CudaBackend(passes, layout, transfer=transfer)
     written = {p for options in passes for p in options.planes}
     return backend, layout, written
@@ -254,9 +253,9 @@ def _backend(name: str, transfer: str, monkeypatch):
 
 @pytest.mark.parametrize("transfer", ["direct", "staged"])
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_every_plane_gets_its_window_in_order(fake_cuda, monkeypatch, name, transfer):
+def test_every_plane_gets_its_window_in_order(fake_cuda, name, transfer):
     runtime, _ = fake_cuda
-    backend, layout, written = _backend(name, transfer, monkeypatch)
+    backend, layout, written = _backend(name, transfer)
     backend.warm_up()
     frames = _frames(layout)
     before = dict(runtime.counts)
@@ -270,9 +269,9 @@ def test_every_plane_gets_its_window_in_order(fake_cuda, monkeypatch, name, tran
     assert copies == LENGTH * per_frame
 
 
-def test_threads_share_uploads(fake_cuda, monkeypatch):
+def test_threads_share_uploads(fake_cuda):
     runtime, _ = fake_cuda
-    backend, layout, written = _backend("GRAY8", "direct", monkeypatch)
+    backend, layout, written = _backend("GRAY8", "direct")
     frames = _frames(layout)
     results, errors = {}, []
 
@@ -294,9 +293,9 @@ def test_threads_share_uploads(fake_cuda, monkeypatch):
     assert runtime.counts["copy1"] == LENGTH
 
 
-def test_failed_upload_fails_the_frame_and_the_next_call_uploads_again(fake_cuda, monkeypatch):
+def test_failed_upload_fails_the_frame_and_the_next_call_uploads_again(fake_cuda):
     runtime, _ = fake_cuda
-    backend, layout, written = _backend("GRAY8", "direct", monkeypatch)
+    backend, layout, written = _backend("GRAY8", "direct")
     frames = _frames(layout)
     runtime.fail_uploads = 1
     with pytest.raises(RuntimeError, match="fake upload failure"):
