@@ -128,8 +128,8 @@ class PlaneOptions:
     For BM3D, `distance` says how the planes are grouped: ``LUMA`` one plane; ``CHROMA``
     each plane on its own (one pass, the reference filters channel by channel; ``BM3D`` also
     uses it for the second and third planes of RGB clips); ``YUV`` jointly with blocks
-    matched on luma (CBM3D); ``RGB`` jointly in the orthonormal opponent colour space,
-    matched on its first (luminance) channel.
+    matched on luma (CBM3D); ``RGB`` jointly in CBM3D's opponent colour space
+    (``_reference.backend.OPP``), matched on its first (luminance) channel.
 
     BM3D stages and the guide clip (`stages`, `has_ref`), the one definition the filters,
     the backends and the kernels follow:

@@ -12,8 +12,10 @@ from avdenoise_vs.sample import psnr
 from .vsclips import clip_from_planes, frame_planes, random_planes
 
 WIDTH, HEIGHT, LENGTH = 40, 32, 3
-#: Orthonormal opponent colour transform, written out here independently of the backend.
-OPP = np.array([[1, 1, 1] / np.sqrt(3), [1, 0, -1] / np.sqrt(2), [1, -2, 1] / np.sqrt(6)])
+#: CBM3D's opponent colour transform, written out here independently of the backend; white RGB
+#: noise of deviation sigma has deviation sigma * (its rows' lengths) in the OPP channels.
+OPP = np.array([[1 / 3, 1 / 3, 1 / 3], [1 / 2, 0, -1 / 2], [1 / 4, -1 / 2, 1 / 4]])
+OPP_SIGMA = np.sqrt([1 / 3, 1 / 2, 3 / 8])
 
 
 def make_clip(core, fmt, seed=0):
@@ -38,10 +40,11 @@ def expected_frame(fmt, frames, n, radius, groups, sigma, stages=2, ref_frames=N
                              else stacked)
 
         pilot = None if ref_frames is None else clip(ref_frames)
-        result = vbm3d(clip(frames), n, sigma, radius=radius, stages=stages, pilot=pilot,
+        sigmas = tuple(sigma * OPP_SIGMA) if opp else sigma
+        result = vbm3d(clip(frames), n, sigmas, radius=radius, stages=stages, pilot=pilot,
                        joint=joint)
         if opp:
-            result = np.einsum("ij,ihw->jhw", OPP, result)
+            result = np.einsum("ij,jhw->ihw", np.linalg.inv(OPP), result)
         for i, p in enumerate(planes):
             value = result[i] / 255
             out[p] = value if fmt.sample_type == vs.FLOAT else np.clip(np.rint(value * peak), 0,

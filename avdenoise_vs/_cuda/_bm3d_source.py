@@ -22,7 +22,7 @@ from .._reference._bm3d_transforms import (
     inverse_matrix,
     kaiser_window,
 )
-from .._reference.backend import OPP
+from .._reference.backend import OPP, OPP_INVERSE
 from ._source import DTYPE_CODES
 
 __all__ = ["BM3D_KERNELS", "BM3D_WARPS", "GROUP_HT", "GROUP_WIENER", "Bm3dSpec", "bm3d_source"]
@@ -100,6 +100,7 @@ def _tables() -> str:
             _table("bm_ht_std", coefficient_std(TRANSFORM_HT).ravel()),
             _table("bm_kaiser", kaiser_window(BLOCK_SIZE, KAISER_BETA).ravel()),
             _table("bm_opp", OPP),
+            _table("bm_opp_inv", OPP_INVERSE),
         ]
     )
 

@@ -4,13 +4,13 @@
 // A generated header (avdenoise_vs/_cuda/_bm3d_source.py, `bm3d_source`) defines, before this:
 //   BM_T        frames in the temporal window (2r + 1)
 //   BM_C        planes of the pass            BM_JOINT  1: grouped together on channel 0
-//   BM_RGB      1: RGB planes, filtered in the orthonormal opponent space (OPP)
+//   BM_RGB      1: RGB planes, filtered in CBM3D's opponent space (OPP)
 //   BM_DTYPE    0 uint8, 1 uint16, 2 float32 (the frames' sample type)
 //   BM_RANGE    full-search radius            BM_PSNUM, BM_PSR  predictive search
 //   BM_K_HT, BM_K_WIENER   most blocks per group in each stage
 //   BM_WARPS    warps (reference blocks) per thread block
 //   constant tables: bm_ht_fwd/bm_ht_inv (Bior1.5), bm_wn_fwd/bm_wn_inv (DCT), bm_ht_std
-//   (coefficient deviation under unit noise), bm_kaiser, bm_opp (3x3)
+//   (coefficient deviation under unit noise), bm_kaiser, bm_opp and bm_opp_inv (3x3)
 //
 // The kernels (the host side, _cuda/bm3d.py, chains them on one stream):
 //   bm3d_load      window frames -> float planes in 8-bit scale (OPP for RGB), at noisy_at[t],
@@ -651,9 +651,10 @@ extern "C" __global__ void bm3d_finish(const Bm3dArgs a) {
         return;
     }
 #if BM_RGB
-    float o[3];  // OPP^-1 = OPP^T
+    float o[3];
 #pragma unroll
-    for (int i = 0; i < 3; ++i) o[i] = bm_opp[0][i] * v[0] + bm_opp[1][i] * v[1] + bm_opp[2][i] * v[2];
+    for (int i = 0; i < 3; ++i)
+        o[i] = bm_opp_inv[i][0] * v[0] + bm_opp_inv[i][1] * v[1] + bm_opp_inv[i][2] * v[2];
 #pragma unroll
     for (int i = 0; i < 3; ++i) v[i] = o[i];
 #endif

@@ -42,6 +42,7 @@ import numpy as np
 from .._environment import positive_int
 from .._options import Distance, FrameLayout, PlaneOptions
 from .._reference._bm3d_stages import TAU_WIENER, ht_match_threshold
+from .._reference.backend import bm3d_sigmas
 from ._bm3d_source import BM3D_WARPS, Bm3dSpec
 from ._cache import FrameCache, wait_for
 from ._calls import KernelArgs, cuda_calls
@@ -187,7 +188,8 @@ class Bm3dPass:
         template["refs_x"], template["refs_y"] = refs
         template["step"] = options.block_step
         template["center"] = options.radius
-        template["sigma"][0, :channels] = options.plane_strengths or options.strength
+        sigmas = bm3d_sigmas(options)
+        template["sigma"][0, :channels] = sigmas
         template["lambda_ht"] = options.lambda_ht
         template["scale"] = 255.0 / layout.peak
         template["peak"] = layout.peak
@@ -198,7 +200,7 @@ class Bm3dPass:
         separate = 1 if self.spec.joint else channels
         self._stage_grid = (-(-refs[0] * refs[1] // BM3D_WARPS), 1, separate)
         self._thresholds = {
-            "bm3d_hard": ht_match_threshold(options.strength) * options.mismatch_scale,
+            "bm3d_hard": ht_match_threshold(sigmas[0]) * options.mismatch_scale,
             "bm3d_wiener": TAU_WIENER * options.mismatch_scale,
         }
         self._stage_shared = {
