@@ -52,6 +52,16 @@ VARIABLES: tuple[Variable, ...] = (
         "plugin in the process if ours starts CUDA first.",
     ),
     Variable(
+        "AVDENOISE_CUDA_SYNC",
+        "`auto` / `spin` / `yield` / `block`",
+        "auto",
+        "How a VapourSynth thread waits for the GPU: the driver's choice (`auto`: spin while a "
+        "process has fewer contexts than the machine has cores), spin on a core, yield it "
+        "between polls, or sleep until the GPU is done. Spinning is fastest alone and costs "
+        "CPU that an Av1an fleet's encoders and other workers could use.",
+        choices=("auto", "spin", "yield", "block"),
+    ),
+    Variable(
         "AVDENOISE_CUDA_CALLS",
         "`held` / `released`",
         "held",

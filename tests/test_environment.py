@@ -66,3 +66,11 @@ def test_table_agrees_with_the_code() -> None:
 def test_markdown_table_has_a_row_a_variable() -> None:
     rows = _environment.markdown_table().splitlines()[2:]
     assert [row.split("`")[1] for row in rows] == [v.name for v in VARIABLES]
+
+
+def test_sync_switch_agrees_with_the_driver_flags() -> None:
+    from avdenoise_vs._cuda._calls import SYNC_FLAGS
+
+    sync = next(v for v in VARIABLES if v.name == "AVDENOISE_CUDA_SYNC")
+    assert set(sync.choices) == {"auto", *SYNC_FLAGS}
+    assert SYNC_FLAGS == {"spin": 1, "yield": 2, "block": 4}  # CU_CTX_SCHED_SPIN, _YIELD, _BLOCKING_SYNC

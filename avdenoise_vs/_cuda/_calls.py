@@ -25,7 +25,7 @@ import numpy as np
 
 from .._environment import switch
 
-__all__ = ["KernelArgs", "cuda_calls"]
+__all__ = ["KernelArgs", "cuda_calls", "set_sync_mode"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,32 @@ class ReleasedCalls:
     def launch(self, function: int, grid, block, shared: int, stream: int, args) -> None:
         """Queue `function` (a ``CUfunction``) with `args` (:class:`KernelArgs`)."""
         self._launch(function, *grid, *block, shared, stream, args.address, 0)
+
+
+#: ``CU_CTX_SCHED_*`` flag of each ``AVDENOISE_CUDA_SYNC`` value ("auto" leaves the driver's).
+SYNC_FLAGS = {"spin": 1, "yield": 2, "block": 4}
+
+
+def set_sync_mode(device_id: int, mode: str) -> None:
+    """Make the threads that wait on device `device_id` spin, yield or block (`mode`, a key of
+    :data:`SYNC_FLAGS`), through the flags of its primary context, which CuPy uses.
+
+    Set before the context starts, it applies from the first wait; drivers since CUDA 11.7
+    also accept it on a running context. A driver that refuses keeps its own choice, which is
+    logged: how a thread waits never decides whether a render works.
+    """
+    flags = SYNC_FLAGS.get(mode)
+    if flags is None:
+        return
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+        device = ctypes.c_int()
+        status = driver.cuInit(0) or driver.cuDeviceGet(ctypes.byref(device), device_id)
+        status = status or driver.cuDevicePrimaryCtxSetFlags(device, ctypes.c_uint(flags))
+    except (OSError, AttributeError) as error:
+        status = error
+    if status:
+        logger.debug("avdenoise: the driver kept its wait mode (asked %s: %s)", mode, status)
 
 
 def _bind(function, argtypes):

@@ -47,7 +47,7 @@ from .._environment import default, switch
 from .._log import thread_debug
 from .._options import FrameLayout, PlaneOptions
 from ._cache import FrameCache, wait_for
-from ._calls import cuda_calls
+from ._calls import cuda_calls, set_sync_mode
 
 __all__ = ["CudaBackend"]
 
@@ -184,6 +184,7 @@ class CudaBackend:
         if not 0 <= device_id < count:
             raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
 
+        set_sync_mode(device_id, switch("AVDENOISE_CUDA_SYNC"))  # before the context starts
         self._runtime = cupy.cuda.runtime
         self._calls = cuda_calls()  # launches and event calls that keep the GIL
         self._cupy = cupy
