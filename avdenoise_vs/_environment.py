@@ -55,10 +55,11 @@ VARIABLES: tuple[Variable, ...] = (
         "AVDENOISE_CUDA_SYNC",
         "`auto` / `spin` / `yield` / `block`",
         "auto",
-        "How a VapourSynth thread waits for the GPU: the driver's choice (`auto`: spin while a "
-        "process has fewer contexts than the machine has cores), spin on a core, yield it "
-        "between polls, or sleep until the GPU is done. Spinning is fastest alone and costs "
-        "CPU that an Av1an fleet's encoders and other workers could use.",
+        "How a VapourSynth thread waits for the GPU: spin on a core, yield it between polls, "
+        "or sleep until the GPU is done. `auto`: the driver's choice (spin while a process "
+        "has fewer contexts than the machine has cores), except that BM3D frames sleep "
+        "before their download, which ran V-BM3D a third faster. Spinning costs CPU that an "
+        "Av1an fleet's encoders and other workers could use.",
         choices=("auto", "spin", "yield", "block"),
     ),
     Variable(
@@ -81,16 +82,16 @@ VARIABLES: tuple[Variable, ...] = (
         "AVDENOISE_BM3D_WORKSPACES",
         "a positive integer",
         "4 spatial, 3 V-BM3D",
-        "Frames of a BM3D pass on the GPU at once (a V-BM3D one holds 2r + 1 frames of "
-        "sums); for comparisons.",
+        "Frames of a BM3D pass on the GPU at once, each with its own work buffers (V-BM3D: "
+        "2r + 1 frames of float planes); for comparisons.",
     ),
     Variable(
         "AVDENOISE_BM3D_CACHE",
         "a positive integer",
-        "2r + 17",
-        "V-BM3D: filtered frames kept on the GPU for the frames around them (each holds "
-        "2 (2r + 1) frames of sums, most of V-BM3D's memory); fewer may filter a frame "
-        "twice; for comparisons.",
+        "2r + 5 per stage",
+        "V-BM3D: accumulators kept on the GPU, one per frame and stage, each 2 planes of "
+        "int64 per channel (most of V-BM3D's memory); fewer may filter a frame twice; for "
+        "comparisons.",
     ),
 )
 

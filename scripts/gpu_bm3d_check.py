@@ -73,10 +73,10 @@ def kernel_ms(backend, fmt, passes, pool, frames: int = 12, start: int = 500) ->
     original = npass._run
     events = []
 
-    def timed(name, args, stream_ptr, frames=1):
+    def timed(name, args, stream_ptr):
         begin, end = cupy.cuda.Event(), cupy.cuda.Event()
         cupy.cuda.runtime.eventRecord(begin.ptr, stream_ptr)
-        original(name, args, stream_ptr, frames)
+        original(name, args, stream_ptr)
         cupy.cuda.runtime.eventRecord(end.ptr, stream_ptr)
         events.append((name, begin, end))
 
@@ -103,8 +103,9 @@ def time_config(name: str, fmt, passes, frames: int) -> dict:
     fps1 = throughput(backend, fmt, passes, max(frames // 4, 16), 1, start=300, pool=pool)
     before = backend._passes[0].produced()
     fps16 = throughput(backend, fmt, passes, frames, 16, start=1000, pool=pool)
-    # V-BM3D entries made per output frame and kind with 16 threads: 1.0 unless the caches
-    # evicted entries before their last use (AVDENOISE_BM3D_CACHE).
+    # V-BM3D jobs, basic estimates and zeroed accumulators made per output frame and kind with
+    # 16 threads: 1.0 (a job or accumulator per stage) unless the caches dropped accumulators
+    # before they were finished (AVDENOISE_BM3D_CACHE).
     made = {k: (v - before.get(k, 0)) / frames for k, v in backend._passes[0].produced().items()}
     return dict(config=name, fps16=fps16, fps1=fps1, kernels=kernels, warm_s=warm_s,
                 mem_mb=backend.memory_bytes() / 2**20, made=made)  # fmt: skip

@@ -1,10 +1,12 @@
 """The V-BM3D schedule of the CUDA backend, checked without a GPU.
 
-``Bm3dPass`` decides which groups to filter for each output frame and shares them through
-device caches (see ``avdenoise_vs/_cuda/bm3d.py``). Here fake slots and fake CUDA calls
-(launches recorded, not run) stand in for CuPy, and the real scheduling code runs: every
-frame's groups must be filtered once per stage however the frames are requested, each stage
-only after what it reads, and several threads must never deadlock on each other's entries.
+``Bm3dPass`` decides which groups to filter for each output frame and adds them into
+accumulators that the output frames share (see ``avdenoise_vs/_cuda/bm3d.py``). Here fake
+slots and fake CUDA calls (launches recorded, not run) stand in for CuPy, and the real
+scheduling code runs: every frame's groups must be filtered once per stage however the frames
+are requested, every accumulator finished must hold the groups of exactly the frames of its
+window, each stage must run only after what it reads, and several threads must never
+deadlock on each other's claims.
 """
 
 from __future__ import annotations
@@ -35,13 +37,24 @@ class _FakeSlot:
         self.event_ptr = self.ptr + 1
 
 
+class _FakeEvent:
+    addresses = itertools.count(1 << 20)
+
+    def __init__(self) -> None:
+        self.ptr = next(self.addresses)
+
+
 class _Recorder:
-    """Kernels and runtime calls, in the order threads issue them."""
+    """Kernels and runtime calls, in the order threads issue them, and what each accumulator
+    holds: the (stage, frame) of every job added since it was zeroed."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.log = []  # (what, key) in issue order
         self.records = []  # (kernel name, copy of its argument record)
+        self.sums = {}  # accumulator address -> [(stage, m)]
+        self.finished = []  # (to_pilot, [(stage, m)]) of every finish of an accumulator
+        self._loaded = {}  # stream -> the frame m whose window it loaded last
 
     def add(self, what, key) -> None:
         with self.lock:
@@ -50,8 +63,22 @@ class _Recorder:
     def launch(self, name, grid, block, shared, stream, args) -> None:
         """Stands in for ``cuda_calls().launch``; the fake kernel handles are their names."""
         self.add("kernel", name)
+        record = args.record.copy()
         with self.lock:
-            self.records.append((name, args.record.copy()))
+            self.records.append((name, record))
+            center = int(record["center"][0])
+            if name == "bm3d_load":
+                self._loaded[stream] = int(record["src"][0, 0, center]) - 1000
+            elif name in ("bm3d_hard", "bm3d_wiener"):
+                for acc in {int(a) for a in record["acc_at"][0] if a}:
+                    self.sums.setdefault(acc, []).append((name[5:], self._loaded[stream]))
+            elif name == "bm3d_finish" and record["clear"][0] == 0:
+                acc = int(record["acc_at"][0, 0])
+                self.finished.append((int(record["to_pilot"][0]), list(self.sums.get(acc, []))))
+
+    def memset(self, address, nbytes, stream) -> None:
+        with self.lock:
+            self.sums[address] = []
 
     def eventRecord(self, event, stream) -> None:  # noqa: N802 (the real calls' name)
         pass
@@ -69,6 +96,8 @@ def schedule(monkeypatch):
 
     def load_kernels(self):
         self._calls = recorder
+        if self.window > 1:
+            self._caches()
         self._kernels = {name: name for name in BM3D_KERNELS}
         return self._kernels
 
@@ -79,14 +108,20 @@ def schedule(monkeypatch):
 
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_load_kernels", load_kernels)
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_device_buffer", staticmethod(device_buffer))
-    for method, what in (("_sum_entry", "sum"), ("_basic_entry", "basic")):
-        original = getattr(gpu_bm3d.Bm3dPass, method)
+    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_new_event", staticmethod(_FakeEvent))
+    filter_groups = gpu_bm3d.Bm3dPass._filter_groups
+    basic_estimate = gpu_bm3d.Bm3dPass._basic_estimate
 
-        def spy(self, lease, window, entry, state, original=original, what=what):
-            recorder.add(what, entry.key)
-            original(self, lease, window, entry, state)
+    def spy_filter(self, lease, window, job, stream):
+        recorder.add("sum", job.key)
+        filter_groups(self, lease, window, job, stream)
 
-        monkeypatch.setattr(gpu_bm3d.Bm3dPass, method, spy)
+    def spy_basic(self, entry, acc, jobs, stream):
+        recorder.add("basic", entry.key)
+        basic_estimate(self, entry, acc, jobs, stream)
+
+    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_filter_groups", spy_filter)
+    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_basic_estimate", spy_basic)
 
     def make(radius: int, stages: int, ref: bool = False):
         options = PlaneOptions(
@@ -116,6 +151,21 @@ def _produced(log, what):
     return [key for kind, key in log if kind == what]
 
 
+def _check_sums(recorder, radius: int, length: int, top: str) -> None:
+    """Every accumulator finished held the groups of exactly the frames of one window W(k),
+    each added once, all of one stage: the hard stage's for basic estimates."""
+    windows = {
+        k: {min(max(k + o, 0), length - 1) for o in range(-radius, radius + 1)}
+        for k in range(length)
+    }
+    assert recorder.finished
+    for to_pilot, sums in recorder.finished:
+        frames = [m for _, m in sums]
+        assert len(frames) == len(set(frames)), sums
+        assert {stage for stage, _ in sums} == {"hard" if to_pilot else top}, sums
+        assert set(frames) in windows.values(), sums
+
+
 @pytest.mark.parametrize("stages", [1, 2])
 def test_every_frame_s_groups_are_filtered_once_per_stage(schedule, stages):
     make, recorder = schedule
@@ -130,12 +180,14 @@ def test_every_frame_s_groups_are_filtered_once_per_stage(schedule, stages):
     # One output finish per frame, plus one per basic estimate with two stages.
     assert kernels.count("bm3d_finish") == LENGTH * stages
     counts = {"hard": LENGTH} if stages == 1 else dict.fromkeys(("hard", "wiener", "basic"), LENGTH)
+    counts["zeroed"] = LENGTH * stages  # one accumulator per frame and stage
     assert npass.produced() == counts
+    _check_sums(recorder, 1, LENGTH, "hard" if stages == 1 else "wiener")
 
 
 def test_a_smaller_cache_refilters_and_still_renders(schedule, monkeypatch):
-    """AVDENOISE_BM3D_CACHE keeps fewer sum entries: frames requested out of order then have
-    some groups filtered again, which `produced` reports."""
+    """AVDENOISE_BM3D_CACHE keeps fewer accumulators: frames requested out of order then have
+    some groups filtered again, which `produced` reports, and still the right sums."""
     monkeypatch.setenv("AVDENOISE_BM3D_CACHE", "3")
     make, recorder = schedule
     npass = make(radius=1, stages=1)
@@ -143,6 +195,7 @@ def test_a_smaller_cache_refilters_and_still_renders(schedule, monkeypatch):
     _render(npass, order)
     assert npass.produced()["hard"] > len({m for n in order for m in (n - 1, n, n + 1)} - {-1})
     assert _produced(recorder.log, "kernel").count("bm3d_finish") == len(order)
+    _check_sums(recorder, 1, LENGTH, "hard")
 
 
 def test_each_stage_runs_after_what_it_reads(schedule):
@@ -174,10 +227,11 @@ def test_ref_pilot_runs_the_wiener_stage_alone(schedule):
     assert not _produced(recorder.log, "basic")
 
 
-def test_threads_in_any_order_share_entries_without_deadlock(schedule):
+def test_threads_in_any_order_share_entries_without_deadlock(schedule, monkeypatch):
+    monkeypatch.setenv("AVDENOISE_BM3D_CACHE", "16")  # every accumulator kept: none made twice
     make, recorder = schedule
     npass = make(radius=1, stages=2)
-    length = 8  # 16 sum entries: the cache keeps them all, so none is computed twice
+    length = 8
     frames = list(range(length)) * 3
     random.Random(4).shuffle(frames)
     chunks = [frames[i::6] for i in range(6)]
@@ -193,6 +247,7 @@ def test_threads_in_any_order_share_entries_without_deadlock(schedule):
         [("hard", m) for m in range(length)] + [("wiener", m) for m in range(length)]
     )
     assert sorted(_produced(recorder.log, "basic")) == list(range(length))
+    _check_sums(recorder, 1, length, "wiener")
 
 
 @pytest.mark.parametrize("stages", [1, 2])
@@ -236,17 +291,39 @@ def test_a_failed_frame_leaves_no_entry_for_others_to_wait_on(schedule):
     next frame that needs them makes them instead of waiting WAIT_LIMIT_S."""
     make, recorder = schedule
     npass = make(radius=1, stages=1)
-    original = npass._sum_entry
+    original = npass._filter_groups
     calls = []
 
-    def fail_first(lease, window, entry, state):
-        calls.append(entry.key)
+    def fail_first(lease, window, job, stream):
+        calls.append(job.key)
         if len(calls) == 1:
             raise RuntimeError("fake kernel failure")
-        original(lease, window, entry, state)
+        original(lease, window, job, stream)
 
-    npass._sum_entry = fail_first
+    npass._filter_groups = fail_first
     with pytest.raises(RuntimeError, match="fake kernel failure"):
         _render(npass, [4])
     _render(npass, [4])  # would wait on the abandoned entries without abandon()
     assert sorted(calls[1:]) == [("hard", 3), ("hard", 4), ("hard", 5)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("radius", "stages"), [(1, 1), (1, 2), (2, 2)])
+def test_threads_with_the_default_cache_render_right_sums(schedule, seed, radius, stages):
+    """Frames in random order on many threads, accumulators evicted as the default limits
+    say: some groups are filtered again, never into a sum twice, and no thread hangs."""
+    make, recorder = schedule
+    npass = make(radius=radius, stages=stages)
+    frames = list(range(LENGTH)) * 2
+    random.Random(seed).shuffle(frames)
+    chunks = [frames[i::8] for i in range(8)]
+    threads = [threading.Thread(target=_render, args=(npass, chunk, 100 + i))
+               for i, chunk in enumerate(chunks)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "threads deadlocked"
+    finishes = _produced(recorder.log, "kernel").count("bm3d_finish")
+    assert finishes == len(frames) + npass.produced().get("basic", 0)
+    _check_sums(recorder, radius, LENGTH, "hard" if stages == 1 else "wiener")

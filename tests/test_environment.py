@@ -73,4 +73,5 @@ def test_sync_switch_agrees_with_the_driver_flags() -> None:
 
     sync = next(v for v in VARIABLES if v.name == "AVDENOISE_CUDA_SYNC")
     assert set(sync.choices) == {"auto", *SYNC_FLAGS}
-    assert SYNC_FLAGS == {"spin": 1, "yield": 2, "block": 4}  # CU_CTX_SCHED_SPIN, _YIELD, _BLOCKING_SYNC
+    # CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD, CU_CTX_SCHED_BLOCKING_SYNC
+    assert SYNC_FLAGS == {"spin": 1, "yield": 2, "block": 4}

@@ -28,7 +28,7 @@ from ._source import DTYPE_CODES
 __all__ = ["BM3D_KERNELS", "BM3D_WARPS", "GROUP_HT", "GROUP_WIENER", "Bm3dSpec", "bm3d_source"]
 
 #: The kernels of a BM3D module (see bm3d.cuh).
-BM3D_KERNELS = ("bm3d_load", "bm3d_hard", "bm3d_wiener", "bm3d_export", "bm3d_finish")
+BM3D_KERNELS = ("bm3d_load", "bm3d_hard", "bm3d_wiener", "bm3d_finish")
 #: Warps (reference blocks) per thread block (``BM_WARPS`` in bm3d.cuh).
 BM3D_WARPS = 4
 #: Most blocks per group in each stage, as in the reference (``group_size``).

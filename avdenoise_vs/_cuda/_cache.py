@@ -1,5 +1,5 @@
-"""Device copies of source frames (and of BM3D's filtered groups), shared by every window
-that needs them.
+"""Device copies of source frames (and V-BM3D's accumulators and basic estimates), shared by
+every window that needs them.
 
 Each source frame (per input clip) is uploaded once into a device slot and stays while windows
 still use it. Entries are used from several streams: the uploader records the slot's event
@@ -48,9 +48,11 @@ class Entry:
     ``issued`` is set once the uploader has queued the copies and recorded the event (or
     failed: then ``failed`` is true); ``stream`` is the uploader's stream; ``complete`` is
     set once some caller synchronized after the upload, so later readers need no wait.
+    ``parts`` is the owner's record of what went into the slot (V-BM3D: the jobs that add to
+    an accumulator), None in a fresh entry.
     """
 
-    __slots__ = ("key", "slot", "refs", "issued", "failed", "complete", "stream")
+    __slots__ = ("key", "slot", "refs", "issued", "failed", "complete", "stream", "parts")
 
     def __init__(self, key: Hashable, slot: _Slot) -> None:
         self.key = key
@@ -60,6 +62,12 @@ class Entry:
         self.failed = False
         self.complete = False
         self.stream = 0
+        self.parts = None
+
+    @property
+    def event_ptr(self) -> int:
+        """The event recorded after the entry's upload (or computation)."""
+        return self.slot.event_ptr
 
 
 class FrameCache:
@@ -121,15 +129,30 @@ class FrameCache:
                 del self._entries[entry.key]
 
     def abandon(self, fresh: Sequence[Entry]) -> None:
-        """Fail the entries of `fresh` (from :meth:`acquire`) that were never issued.
+        """Fail the entries of `fresh` (from :meth:`acquire`) that were never issued, or whose
+        preparation failed.
 
         For a caller whose frame failed before it prepared all of them: left in the cache,
-        every later frame that needs one would wait ``WAIT_LIMIT_S`` for it.
+        every later frame that needs one would wait ``WAIT_LIMIT_S`` for it (or fail on it).
         """
         for entry in fresh:
-            if not entry.issued.is_set():
+            if not entry.issued.is_set() or entry.failed:
                 self.fail(entry)
                 entry.issued.set()
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def peek(self, key: Hashable) -> Entry:
+        """The entry of `key`, neither referenced nor moved in the LRU order."""
+        return self._entries[key]
+
+    def has_room(self) -> bool:
+        """Whether a new entry needs no slot beyond the soft limit."""
+        with self._lock:
+            if self._free or len(self._slots) < self.soft_limit:
+                return True
+            return any(entry.refs == 0 for entry in self._entries.values())
 
     def forget(self, keys: Sequence[Hashable]) -> None:
         """Drop unreferenced entries of `keys` (warm-up frames), freeing their slots."""
@@ -177,4 +200,4 @@ def wait_for(entries, stream_ptr: int, runtime) -> None:
             raise RuntimeError(
                 f"avdenoise: preparing {entry.key!r} on the GPU failed in another thread"
             )
-        runtime.streamWaitEvent(stream_ptr, entry.slot.event_ptr, 0)
+        runtime.streamWaitEvent(stream_ptr, entry.event_ptr, 0)

@@ -1,4 +1,5 @@
-"""The CUDA calls made for every frame that only queue work: launches and event bookkeeping.
+"""The CUDA calls made for every frame that only queue work: launches, event bookkeeping and
+V-BM3D's zeroing of accumulators.
 
 CuPy releases the GIL around every CUDA call. With 16 VapourSynth threads in one process each
 release costs a wait to get the GIL back, often longer than the call (docs/BENCHMARKS.md,
@@ -51,6 +52,7 @@ class HeldCalls:
         self._launch = _bind(driver.cuLaunchKernel, [ptr, *[u32] * 7, ptr, ptr, ptr])
         self._record = _bind(driver.cuEventRecord, [ptr, ptr])
         self._wait = _bind(driver.cuStreamWaitEvent, [ptr, ptr, u32])
+        self._memset = _bind(driver.cuMemsetD8Async, [ptr, ctypes.c_ubyte, ctypes.c_size_t, ptr])
         self._error_name = driver.cuGetErrorName
         self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
 
@@ -74,6 +76,12 @@ class HeldCalls:
         if status:
             self._fail("cuStreamWaitEvent", status)
 
+    def memset(self, address: int, nbytes: int, stream: int) -> None:
+        """Queue zeroing `nbytes` of device memory at `address` on `stream`."""
+        status = self._memset(address, 0, nbytes, stream)
+        if status:
+            self._fail("cuMemsetD8Async", status)
+
     def _fail(self, call: str, status: int) -> None:
         name = ctypes.c_char_p()
         self._error_name(status, ctypes.byref(name))
@@ -90,6 +98,11 @@ class ReleasedCalls:
         self._launch = cupy.cuda.driver.launchKernel
         self.eventRecord = cupy.cuda.runtime.eventRecord
         self.streamWaitEvent = cupy.cuda.runtime.streamWaitEvent
+        self._memset = cupy.cuda.runtime.memsetAsync
+
+    def memset(self, address: int, nbytes: int, stream: int) -> None:
+        """Queue zeroing `nbytes` of device memory at `address` on `stream`."""
+        self._memset(address, 0, nbytes, stream)
 
     def launch(self, function: int, grid, block, shared: int, stream: int, args) -> None:
         """Queue `function` (a ``CUfunction``) with `args` (:class:`KernelArgs`)."""

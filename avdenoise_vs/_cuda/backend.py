@@ -30,12 +30,17 @@ Measured GIL-held time per frame, single-threaded: about 90-150 us (an upper bou
 the kernel launch as held), against 250 us of kernel time for 1080p luma with d=1, a=2, s=4.
 No CuPy array operation and no allocation happen per frame: each thread gets its own
 non-blocking stream, output buffer, staging buffers and argument records on its first frames.
+Passes with large work buffers (BM3D) admit only a few frames at once (``frames_in_flight``);
+those frames take such a state from a pool instead, so that GPU memory follows the frames on
+the GPU, not VapourSynth's thread count, and they wait for the GPU asleep (see
+``AVDENOISE_CUDA_SYNC``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -70,9 +75,11 @@ def _align(value: int) -> int:
 
 
 class _ThreadState:
-    """What one VapourSynth thread reuses for every frame: stream, buffers, arguments."""
+    """What a frame in flight uses: stream, buffers, arguments; each VapourSynth thread keeps
+    one, or, for passes that admit few frames at once, frames take one from a pool."""
 
-    __slots__ = ("stream", "stream_ptr", "out", "out_ptr", "args", "staging", "down", "__weakref__")
+    __slots__ = ("stream", "stream_ptr", "out", "out_ptr", "args", "staging", "down", "done",
+                 "__weakref__")  # fmt: skip
 
 
 class _Pinned:
@@ -184,7 +191,8 @@ class CudaBackend:
         if not 0 <= device_id < count:
             raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
 
-        set_sync_mode(device_id, switch("AVDENOISE_CUDA_SYNC"))  # before the context starts
+        sync = switch("AVDENOISE_CUDA_SYNC")
+        set_sync_mode(device_id, sync)  # before the context starts
         self._runtime = cupy.cuda.runtime
         self._calls = cuda_calls()  # launches and event calls that keep the GIL
         self._cupy = cupy
@@ -229,15 +237,24 @@ class CudaBackend:
                 _new_pass(options, layout, offsets, pitches, shared_limit, device_id)
                 for options in passes
             ]
+            # Passes with large work buffers (BM3D) admit a few frames at a time: then so many
+            # thread states (stream, output buffer) serve all threads, from a pool.
+            limits = [p.frames_in_flight for p in self._passes if hasattr(p, "frames_in_flight")]
+            self._in_flight = min(limits) if limits else None
+            # Those frames wait for the GPU asleep rather than spinning, unless the user chose
+            # a wait mode: V-BM3D at radius 1 ran 331 fps against 249 spinning (BENCHMARKS.md).
+            self._sleep_wait = self._in_flight is not None and sync == "auto"
             if cache_slots is None:
                 free, _ = cupy.cuda.runtime.memGetInfo()
-                # BM3D windows are wide (up to 8r + 1 frames) but read once per frame.
-                spare = 16 if any(o.algorithm == "bm3d" for o in passes) else self._window + 24
+                # Windows of admitted frames (BM3D: up to 8r + 1 frames, read once per frame),
+                # otherwise of 16 threads on consecutive frames.
+                spare = 2 * self._in_flight if self._in_flight else self._window + 24
                 wanted = self._num_inputs * (self._window + spare)
                 floor = self._num_inputs * (self._window + 2)
                 cache_slots = max(floor, min(wanted, free // 4 // self._buffer_bytes))
         self._cache = FrameCache(self._buffer_bytes, cache_slots)
         self._local = threading.local()
+        self._state_pool: queue.SimpleQueue[_ThreadState] = queue.SimpleQueue()
         # Live threads' states only: a thread's buffers go with it (threading.local).
         self._states: weakref.WeakSet[_ThreadState] = weakref.WeakSet()
         self._states_lock = threading.Lock()
@@ -313,14 +330,21 @@ class CudaBackend:
     def _run(self, base: int, frame_numbers: tuple, windows: tuple, dst: tuple) -> None:
         """One frame: upload missing window frames, launch every pass, download the output."""
         runtime = self._runtime
-        state = getattr(self._local, "state", None)
         # Each call that releases the GIL costs a wait to get it back under 16 threads
         # (docs/BENCHMARKS.md): set the device only on a thread's first frame, unless this
         # process runs backends on several devices.
-        if state is None or len(_DEVICES_IN_USE) > 1:
+        if not getattr(self._local, "device_set", False) or len(_DEVICES_IN_USE) > 1:
             runtime.setDevice(self.device_id)
-        if state is None:
-            state = self._new_state()
+            self._local.device_set = True
+        state = self._take_state()
+        try:
+            self._run_frame(state, base, frame_numbers, windows, dst)
+        finally:
+            if self._in_flight is not None:
+                self._state_pool.put(state)
+
+    def _run_frame(self, state: _ThreadState, base: int, frame_numbers, windows, dst) -> None:
+        runtime = self._runtime
         stream_ptr = state.stream_ptr
         distinct = list(dict.fromkeys(frame_numbers))
         keys = [(base + i, f) for i in range(self._num_inputs) for f in distinct]
@@ -343,6 +367,9 @@ class CudaBackend:
                 lease = npass.launch(args, frame_numbers, values, guides, state)
                 if lease is not None:
                     leases.append((npass, lease))
+            if self._sleep_wait:
+                self._calls.eventRecord(state.done.ptr, stream_ptr)
+                state.done.synchronize()  # without the GIL; the downloads below then start at once
             out_ptr = state.out_ptr
             if self._stage_down:
                 down = state.down
@@ -421,8 +448,29 @@ class CudaBackend:
         """A staging buffer laid out like a slot (one thread's, on its first frames)."""
         return _Pinned(self._cupy, self._buffer_bytes, self._pinned_planes, self._dtype)
 
+    def _take_state(self) -> _ThreadState:
+        """The calling thread's state; with admitted frames, a state from the pool, made while
+        fewer than ``_in_flight`` exist, else waited for (without the GIL)."""
+        if self._in_flight is None:
+            state = getattr(self._local, "state", None)
+            if state is None:
+                state = self._local.state = self._new_state()
+                with self._states_lock:
+                    self._states.add(state)
+            return state
+        try:
+            return self._state_pool.get_nowait()
+        except queue.Empty:
+            pass
+        with self._states_lock:  # made and counted under the lock: never one too many
+            create = len(self._states) < self._in_flight
+            if create:
+                state = self._new_state()
+                self._states.add(state)
+        return state if create else self._state_pool.get()
+
     def _new_state(self) -> _ThreadState:
-        """The calling thread's stream, output buffer and argument records (first frame only)."""
+        """A stream, output buffer and argument records (a thread's, or a pooled one)."""
         cupy = self._cupy
         state = _ThreadState()
         state.stream = cupy.cuda.Stream(non_blocking=True)
@@ -432,7 +480,5 @@ class CudaBackend:
         state.args = [npass.new_args(state.out_ptr) for npass in self._passes]
         state.staging = []
         state.down = self._new_pinned() if self._stage_down else None
-        self._local.state = state
-        with self._states_lock:
-            self._states.add(state)
+        state.done = cupy.cuda.Event(block=True, disable_timing=True) if self._sleep_wait else None
         return state

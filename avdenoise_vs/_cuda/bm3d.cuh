@@ -17,13 +17,14 @@
 //                  and at pilot_at[t] from the ref clip when it is the Wiener pilot
 //   bm3d_hard      hard thresholding: one warp per reference block of window frame `center`:
 //                  match across the window, 3-D transform, threshold, invert, aggregate into
-//                  the int64 num/den of the member's frame (acc_slot)
+//                  the int64 accumulator of the member's frame (acc_at; 0: not aggregated)
 //   bm3d_wiener    the same, matched on pilot_at and shrunk by the pilot's spectra
-//   bm3d_export    num/den -> a float32 sum entry shared by several output frames (V-BM3D)
-//   bm3d_finish    num/den, or the sum entries of W(n) added in order -> basic estimates
-//                  (float planes at `dst`) or the output samples
-// Spatial BM3D: load, hard, finish (basic), wiener, finish. V-BM3D per frame m's groups:
-// load W(m), hard or wiener, export; per output frame: finish over the entries of W(n).
+//   bm3d_finish    the accumulator at acc_at[0] -> basic estimates (float planes at `dst`) or
+//                  the output samples
+// Spatial BM3D: load, hard, finish (basic), wiener, finish, on the workspace's accumulator.
+// V-BM3D per frame m's groups: load W(m), hard or wiener into the accumulators of the frames
+// of W(m) that still lack them; per output frame: finish its accumulator once every frame of
+// W(n) has added to it.
 //
 // Aggregation adds fixed-point int64 (value * 2^32): integer addition is associative, so the
 // sums, and the output, are the same whatever order the warps run in (deterministic, unlike
@@ -55,12 +56,11 @@ struct Bm3dArgs {
     long long src[2][BM_T];     // bm3d_load: slot address of each window frame: clip, ref
     long long noisy_at[BM_T];   // float planes (C, H, pitch) of each window frame, 8-bit scale
     long long pilot_at[BM_T];   // ... of the Wiener stage's pilot
-    long long acc_slot[BM_T];   // accumulator frame of each window frame (repeats share one)
-    long long parts[BM_T];      // bm3d_finish: sum entries to add up (see bm3d_export) ...
-    long long part_slot[BM_T];  // ... and the frame to take from each
-    long long nparts;           // 0: read the int64 accumulators instead
-    long long num, den;         // int64 accumulators (T, C, H, pitch)
-    long long dst;              // bm3d_export: sum entry; bm3d_finish with to_pilot: planes
+    long long acc_at[BM_T];     // int64 accumulator of each window frame: num (C, H, pitch),
+                                // then den; repeats share one; 0: that frame's blocks are
+                                // not aggregated (its sums are complete or not wanted)
+    long long clear;            // bm3d_finish: 1 zeroes the accumulator as it reads it
+    long long dst;              // bm3d_finish with to_pilot: float planes
     long long out;              // output buffer (the slot layout)
     long long plane_off[3];     // element offset of each plane in a slot / the output buffer
     long long width, height;    // plane size
@@ -448,13 +448,13 @@ __device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk
                                              const unsigned* group, int size, int c, float weight,
                                              int lane) {
     const long long plane = bm_plane(a);
-    unsigned long long* num = (unsigned long long*)a.num;
-    unsigned long long* den = (unsigned long long*)a.den;
     for (int i = lane; i < size * BM_BB; i += 32) {
         const unsigned k = group[i / BM_BB];
-        const int frame = (int)a.acc_slot[bm_key_t(k)];
+        unsigned long long* num = (unsigned long long*)a.acc_at[bm_key_t(k)];
+        if (!num) continue;
+        unsigned long long* den = num + BM_C * plane;
         const int p = i % BM_BB;
-        const long long at = ((long long)frame * BM_C + c) * plane +
+        const long long at = (long long)c * plane +
                              (long long)(bm_key_y(k) + p / BM_B) * a.pitch + bm_key_x(k) + p % BM_B;
         const float w = weight * bm_kaiser[p];
         const float v = blk[(i / BM_BB) * BM_BS + bm_at(p)];
@@ -593,57 +593,22 @@ extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) bm3d_wiener(const Bm
 
 // ---- export and finish --------------------------------------------------------------------
 
-// Thread per pixel, z = accumulator frame: the int64 sums become a float32 *sum entry*
-// (num for every frame and channel, then den likewise) that several output frames share;
-// leaves the accumulators zero. The conversion is exact to float precision, and entries are
-// added in a fixed order, so the output stays deterministic.
-extern "C" __global__ void bm3d_export(const Bm3dArgs a) {
-    const int x = blockIdx.x * blockDim.x + threadIdx.x;
-    const int y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= a.width || y >= a.height) return;
-    const long long plane = bm_plane(a), frames = (long long)BM_T * BM_C * plane;
-    long long* num = (long long*)a.num;
-    long long* den = (long long*)a.den;
-    float* entry = (float*)a.dst;
-    const long long at = (long long)blockIdx.z * BM_C * plane + (long long)y * a.pitch + x;
-#pragma unroll
-    for (int c = 0; c < BM_C; ++c) {
-        const long long i = at + c * plane;
-        entry[i] = (float)((double)num[i] * (1.0 / BM_FIX));
-        entry[frames + i] = (float)((double)den[i] * (1.0 / BM_FIX));
-        num[i] = 0;
-        den[i] = 0;
-    }
-}
-
-// Thread per pixel: num / den into float planes at `dst` (basic estimates) or into the output
-// samples. The sums come from the int64 accumulators' frame 0 (nparts = 0), which are left
-// zero, or from `nparts` sum entries, added in order.
+// Thread per pixel: num / den of the accumulator at acc_at[0] into float planes at `dst`
+// (basic estimates) or into the output samples; `clear` leaves the accumulator zero.
 extern "C" __global__ void bm3d_finish(const Bm3dArgs a) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= a.width || y >= a.height) return;
-    const long long plane = bm_plane(a), frames = (long long)BM_T * BM_C * plane;
+    const long long plane = bm_plane(a);
     const long long at = (long long)y * a.pitch + x;
+    long long* num = (long long*)a.acc_at[0];
+    long long* den = num + BM_C * plane;
     float v[BM_C];
 #pragma unroll
     for (int c = 0; c < BM_C; ++c) {
         const long long i = at + c * plane;
-        if (a.nparts == 0) {
-            long long* num = (long long*)a.num;
-            long long* den = (long long*)a.den;
-            v[c] = (float)((double)num[i] / (double)den[i]);
-            num[i] = 0;
-            den[i] = 0;
-            continue;
-        }
-        float n = 0.0f, d = 0.0f;
-        for (int k = 0; k < a.nparts; ++k) {
-            const float* entry = (const float*)a.parts[k] + a.part_slot[k] * BM_C * plane;
-            n += entry[i];
-            d += entry[frames + i];
-        }
-        v[c] = n / d;
+        v[c] = (float)((double)num[i] / (double)den[i]);
+        if (a.clear) num[i] = den[i] = 0;
     }
     if (a.to_pilot) {
 #pragma unroll

@@ -1,26 +1,30 @@
-"""One BM3D pass on the GPU: its kernels, work buffers, caches and launch sequence.
+"""One BM3D pass on the GPU: its kernels, work buffers, accumulators and launch sequence.
 
 Spatial BM3D (``radius = 0``) is three to five launches per frame on the calling thread's
 stream (bm3d.cuh): load the frame into float planes, hard thresholding into int64
 accumulators, finish into basic estimates, Wiener filtering, finish into the output buffer.
 
 V-BM3D (``radius > 0``) follows ``_reference/vbm3d.py``: the groups of frame ``m``, matched
-across its window ``W(m)``, feed every frame of ``W(m)``, so they are filtered once and kept
-as a *sum entry* (the weighted sums and weights they add to each frame of ``W(m)``) in a
-device cache that the ``2r + 1`` output frames share, whichever threads compute them. Basic
-estimates (two stages) are cached likewise. One output frame therefore costs, in steady
-state, one stage of one frame's groups per stage, as BM3DCUDA's ``VAggregate`` does on the CPU.
+across its window ``W(m)``, add to every frame of ``W(m)``. Each frame ``k`` of a stage has
+an int64 *accumulator* in a device cache; a *job* filters one stage's groups of one frame
+``m`` once and adds them to the accumulators of the frames of ``W(m)`` that still lack them,
+and an accumulator is finished (into the output, or into a basic estimate for the Wiener
+stage) once every frame of ``W(k)`` has added to it. Integer sums do not depend on the order
+the jobs run in, so the output is the same whichever threads make which jobs. One output frame
+costs, in steady state, one job per stage: BM3DCUDA's ``VAggregate`` does the same sums on the
+CPU over a stacked clip. Keeping sums per output frame rather than per filtered frame (the
+first design) takes a third of the memory at radius 1 (docs/BENCHMARKS.md).
 
-Cached entries are produced by the thread that first asks for them and waited on by the
-others (an event per entry, as for uploaded frames). A frame first references everything it
-needs from the top level down (sum entries, the basic estimates fresh entries need, the sums
-those need), then produces its fresh entries from the bottom up, so it only ever waits for
-entries of a lower level, which their owners produce without waiting on higher ones: no
-deadlock.
+A frame first *claims*, under one lock, everything it needs that nobody has claimed: fresh
+accumulators (zeroed by their claimer), the jobs its output accumulator lacks, with two stages
+the basic estimates those jobs read and the hard-thresholding jobs behind them. It then makes
+what it claimed from the bottom level up (zeroing, hard jobs, basic estimates, top-stage jobs,
+its output) and waits on other threads' claims through their events. Each level only waits on
+lower ones, which their owners make before waiting on anything of a higher level: no deadlock.
 
-The work buffers (float planes, int64 accumulators) are large, so they live in a small pool of
-*workspaces* shared by the VapourSynth threads rather than one per thread: a frame holds one
-workspace from its first launch until its stream has synchronized.
+The work buffers are large, so they live in a small pool of *workspaces*; the backend admits
+no more frames at once than there are workspaces (``frames_in_flight``), so that frames on
+the GPU, not VapourSynth's threads, set the memory.
 
 Notes
 -----
@@ -36,6 +40,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,12 +58,11 @@ _ALIGN = 128  # work-plane pitch, elements
 _PIXEL_BLOCK = (32, 8, 1)  # threads of the per-pixel kernels
 _STAGE_BLOCK = (32 * BM3D_WARPS, 1, 1)
 _DEFAULT_SHARED_LIMIT = 48 * 1024
-#: Workspaces per pass: frames of one pass on the GPU at once. Spatial frames are light and
-#: many keep the GPU busy. A V-BM3D workspace holds 2r + 1 frames of float planes and int64
-#: sums (480 MB at 1080p 4:4:4, r = 1); at r = 1 on YUV444 (H200, 16 threads, vspipe) two
-#: stages ran at 93 / 110 / 120 fps with 2 / 3 / 4 workspaces and CuPy's calls, and at
-#: 96 / 146 / 146 fps with the calls that keep the GIL; one stage at 253 fps with 2 and
-#: CuPy's calls, 292 with 3 and the GIL kept (docs/BENCHMARKS.md).
+#: Workspaces per pass, which is also how many frames of the pass the backend admits at once.
+#: Spatial frames are light and several keep the GPU busy. A V-BM3D workspace holds the float
+#: planes of the 2r + 1 frames a job reads (75 MB at 1080p 4:4:4, r = 1); at r = 1 on YUV444
+#: (H200, 16 threads, vspipe) two stages ran at 96 / 146 / 146 fps with 2 / 3 / 4 of them and
+#: one stage at 292 fps with 3 (session 3's design; docs/BENCHMARKS.md).
 DEFAULT_WORKSPACES = (4, 3)  # (spatial, temporal)
 #: Largest plane side: block keys pack positions into 13 bits (bm3d.cuh, ``bm_key``).
 MAX_PLANE_SIDE = (1 << 13) + 7
@@ -67,11 +71,10 @@ MAX_PLANE_SIDE = (1 << 13) + 7
 def bm3d_args_dtype(window: int) -> np.dtype:
     """Host image of ``struct Bm3dArgs`` in bm3d.cuh (8-byte fields only: no padding)."""
     i8, f8 = np.int64, np.float64
-    tables = ("noisy_at", "pilot_at", "acc_slot", "parts", "part_slot")
     return np.dtype(
         [("src", i8, (2, window))]
-        + [(name, i8, (window,)) for name in tables]
-        + [(name, i8) for name in ("nparts", "num", "den", "dst", "out")]
+        + [(name, i8, (window,)) for name in ("noisy_at", "pilot_at", "acc_at")]
+        + [(name, i8) for name in ("clear", "dst", "out")]
         + [("plane_off", i8, (3,))]
         + [(name, i8) for name in ("width", "height", "src_pitch", "pitch")]
         + [(name, i8) for name in ("refs_x", "refs_y", "step", "center", "to_pilot", "inputs")]
@@ -86,23 +89,70 @@ def _reference_count(length: int, step: int) -> int:
     return -(-last // step) + 1
 
 
-class _Workspace:
-    """One frame's work buffers: float planes of the window (noisy, pilot), accumulators;
-    for spatial BM3D also the argument record of each launch, built once."""
+def _distinct(numbers) -> list[int]:
+    """Frame numbers without the repeats of a window clamped at the clip's ends."""
+    return sorted(set(numbers))
 
-    __slots__ = ("memory", "noisy", "pilot", "num", "den", "spatial")
+
+class _Workspace:
+    """One frame's work buffers: float planes of a job's window (noisy; pilot when the ref clip
+    is the pilot or the pass is spatial); for spatial BM3D also its accumulator and the
+    argument record of each launch, built once."""
+
+    __slots__ = ("memory", "noisy", "pilot", "acc", "spatial")
+
+
+class _Job:
+    """One stage's groups of one frame m, filtered once into the accumulators of `targets`
+    (frame number -> cache entry), the frames of W(m) that lacked them when it was claimed.
+
+    Others wait for it as for a cache entry (see ``_cache.wait_for``): ``issued`` once its
+    launch is queued and its event recorded (or it failed), ``complete`` once its producer's
+    stream has synchronized. It owns its event while it lives: a job is dropped only when no
+    accumulator refers to it any more, so nobody can still wait on the event it gives back.
+    """
+
+    __slots__ = ("key", "targets", "basics", "issued", "failed", "complete", "stream",
+                 "event", "event_ptr", "_events")  # fmt: skip
+
+    def __init__(self, key: tuple, events: list, new_event) -> None:
+        self.key = key
+        self.targets = {}
+        self.basics = {}  # Wiener jobs of two stages: frame number -> basic-estimate entry
+        self.issued = threading.Event()
+        self.failed = False
+        self.complete = False
+        self.stream = 0
+        self.event = events.pop() if events else new_event()
+        self.event_ptr = self.event.ptr
+        self._events = events
+
+    def __del__(self) -> None:
+        self._events.append(self.event)  # list.append is atomic: no lock
+
+
+@dataclass
+class _Plan:
+    """What one V-BM3D frame claimed, by the level it is made at (see the module notes)."""
+
+    zero: list = field(default_factory=list)  # fresh accumulators
+    hard: list = field(default_factory=list)  # hard jobs behind fresh basic estimates
+    basics: list = field(default_factory=list)  # (fresh basic entry, its hard accumulator, jobs)
+    top: list = field(default_factory=list)  # jobs of the output's stage
+    out: object = None  # the output's accumulator ...
+    out_jobs: list = field(default_factory=list)  # ... and the jobs it waits for
 
 
 class _Lease:
     """What one frame of a pass holds until its stream has synchronized."""
 
-    __slots__ = ("workspace", "held", "fresh", "entries")
+    __slots__ = ("workspace", "held", "fresh", "jobs")
 
     def __init__(self, workspace: _Workspace) -> None:
         self.workspace = workspace
         self.held = []  # (cache, entries) as acquired
-        self.fresh = []  # (cache, entries) this frame must produce
-        self.entries = {}  # key -> entry: sums by (stage, m), basic estimates by k
+        self.fresh = []  # (cache, entries) this frame must make
+        self.jobs = []  # jobs this frame claimed
 
 
 class _Window:
@@ -111,6 +161,7 @@ class _Window:
     def __init__(self, numbers: tuple, slots: list, ref_slots: list, radius: int) -> None:
         self.first = numbers[len(numbers) // 2] - len(numbers) // 2
         self.numbers = numbers
+        self.center = numbers[len(numbers) // 2]
         self.slot = dict(zip(numbers, slots, strict=True))
         self.ref_slot = dict(zip(numbers, ref_slots, strict=True))
         self.radius = radius
@@ -159,23 +210,31 @@ class Bm3dPass:
         self.window = self.spec.window
         self.run_hard = not options.has_ref
         self.run_wiener = options.stages == 2 or options.has_ref
+        self._top = "wiener" if self.run_wiener else "hard"
         channels = self.spec.channels
         work_pitch = -(-width // _ALIGN) * _ALIGN
         self._frame_floats = channels * height * work_pitch  # one frame's planes
         self._frame_bytes = 4 * self._frame_floats
-        self._acc_bytes = 8 * self.window * self._frame_floats
-        self.workspace_bytes = 2 * self.window * self._frame_bytes + 2 * self._acc_bytes
-        self._limit = (
+        self._acc_bytes = 2 * 8 * self._frame_floats  # num, then den: int64
+        spatial = self.window == 1
+        pilots = self.window if (spatial or options.has_ref) else 0
+        self._ws_planes = (self.window, pilots)
+        self.workspace_bytes = (self.window + pilots) * self._frame_bytes + (
+            self._acc_bytes if spatial else 0
+        )
+        self.frames_in_flight = (
             workspaces
             or positive_int("AVDENOISE_BM3D_WORKSPACES")
-            or DEFAULT_WORKSPACES[self.window > 1]
+            or DEFAULT_WORKSPACES[not spatial]
         )
         self._pool: queue.SimpleQueue[_Workspace] = queue.SimpleQueue()
         self._created = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # counters, kernels, workspaces
+        self._claims = threading.Lock()  # V-BM3D: accumulators' jobs, claimed atomically
         self._kernels = None
-        self._sums = self._basics = None  # V-BM3D caches, made on first use
-        self._produced: Counter[str] = Counter()  # V-BM3D entries made, by kind
+        self._accs = self._basics = None  # V-BM3D caches, made on first use
+        self._events: list = []  # V-BM3D: job events given back
+        self._produced: Counter[str] = Counter()  # V-BM3D jobs and basic estimates made
 
         itemsize = layout.dtype.itemsize
         refs = (_reference_count(width, options.block_step),
@@ -226,14 +285,15 @@ class Bm3dPass:
                 window = _Window(numbers, values, guides, self.options.radius)
                 self._temporal(lease, window, out_ptr, state)
         except BaseException:
-            for cache, fresh in lease.fresh:  # none may wait for what this frame never made
-                cache.abandon(fresh)
+            self._abandon(lease)
             self.release(lease)
             raise
         return lease
 
     def release(self, lease: _Lease) -> None:
         """Give back what a frame held (its stream has synchronized)."""
+        for job in lease.jobs:
+            job.complete = job.issued.is_set() and not job.failed
         for cache, entries in lease.held:
             for entry in entries:
                 if entry.issued.is_set() and not entry.failed:
@@ -242,23 +302,23 @@ class Bm3dPass:
         self._pool.put(lease.workspace)
 
     def forget(self, numbers) -> None:
-        """Drop the cached sums and basic estimates of frames `numbers` (warm-up frames)."""
-        if self._sums is not None:
-            self._sums.forget([(stage, f) for stage in ("hard", "wiener") for f in numbers])
+        """Drop the accumulators and basic estimates of frames `numbers` (warm-up frames)."""
+        if self._accs is not None:
+            self._accs.forget([(stage, f) for stage in ("hard", "wiener") for f in numbers])
             self._basics.forget(list(numbers))
 
     def produced(self) -> dict[str, int]:
-        """V-BM3D entries made so far by kind ("hard", "wiener" sums, "basic" estimates).
+        """V-BM3D work made so far by kind: "hard" and "wiener" jobs, "basic" estimates.
 
-        Once per frame and kind when nothing is evicted before its last use; more means the
-        caches are too small for the order the frames come in (benchmarks report it).
+        Once per frame and kind when no accumulator is dropped before it is finished; more
+        means the caches are too small for the order the frames come in (benchmarks report it).
         """
         with self._lock:
             return dict(self._produced)
 
     def memory_bytes(self) -> int:
         """Device memory of the workspaces and cached entries created so far."""
-        caches = [c for c in (self._sums, self._basics) if c is not None]
+        caches = [c for c in (self._accs, self._basics) if c is not None]
         return self._created * self.workspace_bytes + sum(c.memory_bytes() for c in caches)
 
     # -- spatial BM3D -----------------------------------------------------------------------
@@ -280,117 +340,162 @@ class Bm3dPass:
 
     def _spatial_records(self, ws: _Workspace) -> dict[str, KernelArgs]:
         """The argument records of a spatial frame, by launch (see :meth:`_spatial`)."""
-        frame = dict(noisy_at=[ws.noisy], pilot_at=[ws.pilot])
+        frame = dict(noisy_at=[ws.noisy], pilot_at=[ws.pilot], acc_at=[ws.acc], clear=1)
         records = {
-            "load": self._record(ws, **frame),
-            "hard": self._stage_record(ws, "bm3d_hard", **frame),
-            "basic": self._record(ws, to_pilot=1, dst=ws.pilot),
-            "wiener": self._stage_record(ws, "bm3d_wiener", **frame),
-            "out": self._record(ws),
+            "load": self._record(**frame),
+            "hard": self._stage_record("bm3d_hard", **frame),
+            "basic": self._record(to_pilot=1, dst=ws.pilot, **frame),
+            "wiener": self._stage_record("bm3d_wiener", **frame),
+            "out": self._record(**frame),
         }
         return {launch: KernelArgs(record) for launch, record in records.items()}
 
-    # -- V-BM3D ----------------------------------------------------------------------------
+    # -- V-BM3D: claiming -------------------------------------------------------------------
 
     def _temporal(self, lease: _Lease, window: _Window, out_ptr: int, state) -> None:
-        """One frame, radius > 0: reference the sums and basic estimates it needs, top level
-        first, produce the fresh ones bottom up, then add up the sums of W(n)."""
-        sums, basics = self._caches()
-        n = window.numbers[len(window.numbers) // 2]
-        top = "wiener" if self.run_wiener else "hard"
-        wanted = sorted(set(window.around(n)))
-        top_entries, top_fresh = self._hold(lease, sums, [(top, m) for m in wanted])
-        basic_fresh = hard_fresh = []
-        if top == "wiener" and self.run_hard:
-            needed = sorted({k for e in top_fresh for k in window.around(e.key[1])})
-            _, basic_fresh = self._hold(lease, basics, needed)
-            needed = sorted({m for e in basic_fresh for m in window.around(e.key)})
-            _, hard_fresh = self._hold(lease, sums, [("hard", m) for m in needed])
-        stream_ptr = state.stream_ptr
-        for cache, fresh, make in (
-            (sums, hard_fresh, self._sum_entry),
-            (basics, basic_fresh, self._basic_entry),
-            (sums, top_fresh, self._sum_entry),
-        ):
+        """One frame, radius > 0: claim what it needs, make it bottom up, finish the output."""
+        plan = _Plan()
+        with self._claims:
+            plan.out, plan.out_jobs = self._claim_sums(lease, plan, self._top, window.center,
+                                                       window)  # fmt: skip
+        stream = state.stream_ptr
+        for acc in plan.zero:
+            self._make(acc, "zeroed", stream, self._calls.memset, acc.slot.ptr, self._acc_bytes,
+                       stream)  # fmt: skip
+        for job in plan.hard:
+            self._make(job, "hard", stream, self._filter_groups, lease, window, job, stream)
+        for entry, acc, jobs in plan.basics:
+            self._make(entry, "basic", stream, self._basic_estimate, entry, acc, jobs, stream)
+        for job in plan.top:
+            self._make(job, job.key[0], stream, self._filter_groups, lease, window, job, stream)
+        self._wait([*plan.out_jobs, plan.out], stream)
+        record = self._record(acc_at=[plan.out.slot.ptr], out=out_ptr)
+        self._run("bm3d_finish", KernelArgs(record), stream)
+
+    def _claim_sums(self, lease: _Lease, plan: _Plan, stage: str, k: int, window: _Window):
+        """Hold the accumulator of frame k for `stage` and claim the jobs it lacks; returns it
+        and every job it waits for. Called with the claims lock held."""
+        (acc,) = self._hold_accs(lease, plan, [(stage, k)])
+        for m in _distinct(window.around(k)):
+            if m not in acc.parts:
+                self._claim_job(lease, plan, stage, m, window)
+        return acc, list(acc.parts.values())
+
+    def _claim_job(self, lease: _Lease, plan: _Plan, stage: str, m: int, window: _Window):
+        """A job for `stage`'s groups of frame m, aimed at every accumulator of W(m) that
+        lacks them: held ones, and new ones while the cache has room (their frames are
+        likely to come next; a frame whose accumulator was not made gets its own jobs)."""
+        job = _Job((stage, m), self._events, self._new_event)
+        lease.jobs.append(job)
+        wanted = []
+        for k in _distinct(window.around(m)):
+            key = (stage, k)
+            if key in self._accs:
+                if m not in self._accs.peek(key).parts:
+                    wanted.append(key)
+            elif self._accs.has_room() and (stage == self._top or k not in self._basics):
+                wanted.append(key)
+        for acc in self._hold_accs(lease, plan, wanted):
+            acc.parts[m] = job
+            job.targets[acc.key[1]] = acc
+        if stage == "wiener" and self.run_hard:  # the pilot: basic estimates of W(m)
+            basics, fresh = self._hold(lease, self._basics, _distinct(window.around(m)))
+            job.basics = {entry.key: entry for entry in basics}
+            # Their accumulators first, so that each hard job claimed below aims at all of them.
+            self._hold_accs(lease, plan, [("hard", entry.key) for entry in fresh])
             for entry in fresh:
-                self._produce(cache, entry, make, lease, window, state)
-        wait_for(top_entries, stream_ptr, self._calls)
-        record = self._record(lease.workspace, out=out_ptr)
-        self._set_parts(record, top_entries, n, window)
-        self._run("bm3d_finish", KernelArgs(record), stream_ptr)
+                acc, jobs = self._claim_sums(lease, plan, "hard", entry.key, window)
+                plan.basics.append((entry, acc, jobs))
+        (plan.top if stage == self._top else plan.hard).append(job)
 
-    def _sum_entry(self, lease: _Lease, window: _Window, entry, state) -> None:
-        """Filter the groups of frame m = entry.key[1] once: load W(m), run the stage, export
-        its sums to the entry."""
-        stage, m = entry.key
-        ws, stream = lease.workspace, state.stream_ptr
-        numbers = window.around(m)
-        noisy = [ws.noisy + t * self._frame_bytes for t in range(self.window)]
-        pilot = [ws.pilot + t * self._frame_bytes for t in range(self.window)]
-        has_ref = self.options.has_ref
-        load = self._record(ws, noisy_at=noisy, pilot_at=pilot,
-                            src=[[window.slot[f] for f in numbers],
-                                 [window.ref_slot[f] for f in numbers]])  # fmt: skip
-        self._run("bm3d_load", KernelArgs(load), stream)
-        if stage == "wiener" and not has_ref:
-            basics = {f: lease.entries[f] for f in numbers}
-            wait_for(list(basics.values()), stream, self._calls)
-            pilot = [basics[f].slot.ptr for f in numbers]
-        # Window frames repeated at the clip ends share one accumulator frame.
-        slots = [numbers.index(f) for f in numbers]
-        name = "bm3d_" + stage
-        record = self._stage_record(ws, name, noisy_at=noisy, pilot_at=pilot, acc_slot=slots)
-        self._run(name, KernelArgs(record), stream)
-        export = self._record(ws, dst=entry.slot.ptr)
-        self._run("bm3d_export", KernelArgs(export), stream, frames=self.window)
+    def _hold_accs(self, lease: _Lease, plan: _Plan, keys: list) -> list:
+        """Hold the accumulators of `keys`; fresh ones start empty and are to be zeroed."""
+        entries, fresh = self._hold(lease, self._accs, keys)
+        for entry in fresh:
+            entry.parts = {}
+        plan.zero += fresh
+        return entries
 
-    def _basic_entry(self, lease: _Lease, window: _Window, entry, state) -> None:
-        """Basic estimate of frame k = entry.key: the hard-thresholding sums of W(k)."""
-        k = entry.key
-        wanted = sorted(set(window.around(k)))
-        parts = [lease.entries["hard", m] for m in wanted]
-        wait_for(parts, state.stream_ptr, self._calls)
-        record = self._record(lease.workspace, to_pilot=1, dst=entry.slot.ptr)
-        self._set_parts(record, parts, k, window)
-        self._run("bm3d_finish", KernelArgs(record), state.stream_ptr)
-
-    def _set_parts(self, record, entries, k: int, window: _Window) -> None:
-        """Point bm3d_finish at the sum entries of W(k), each at its frame for k."""
-        record["nparts"] = len(entries)
-        for index, entry in enumerate(entries):
-            record["parts"][0, index] = entry.slot.ptr
-            record["part_slot"][0, index] = window.around(entry.key[1]).index(k)
-
-    # -- internals ------------------------------------------------------------------------
-
-    def _hold(self, lease: _Lease, cache, keys: list) -> tuple[list, list]:
+    @staticmethod
+    def _hold(lease: _Lease, cache, keys: list) -> tuple[list, list]:
         entries, fresh = cache.acquire(keys)
         lease.held.append((cache, entries))
         lease.fresh.append((cache, fresh))
-        lease.entries.update((entry.key, entry) for entry in entries)
         return entries, fresh
 
-    def _produce(self, cache, entry, make, lease: _Lease, window: _Window, state) -> None:
-        """Queue an entry's work (``make``), then publish it: event, stream, issued."""
+    def _abandon(self, lease: _Lease) -> None:
+        """After a failed frame: fail what it claimed and never made, so that nobody waits for
+        it, and take its jobs back from the accumulators, so that later frames claim them."""
+        for cache, fresh in lease.fresh:
+            cache.abandon(fresh)
+        with self._claims:
+            for job in lease.jobs:
+                if job.issued.is_set() and not job.failed:
+                    continue
+                for acc in job.targets.values():
+                    if acc.parts.get(job.key[1]) is job:
+                        del acc.parts[job.key[1]]
+                job.failed = True
+                job.issued.set()
+
+    # -- V-BM3D: making ---------------------------------------------------------------------
+
+    def _make(self, item, kind: str, stream: int, make, *args) -> None:
+        """Queue an item's work, ``make(*args)``, then publish it: event, stream, issued.
+
+        `item` is a job or a cache entry (a fresh accumulator, zeroed because its slot may
+        have held another frame's sums, or a basic estimate); `kind` counts it in produced().
+        """
         with self._lock:
-            kind = entry.key[0] if isinstance(entry.key, tuple) else "basic"
             self._produced[kind] += 1
         try:
-            make(lease, window, entry, state)
-            self._calls.eventRecord(entry.slot.event_ptr, state.stream_ptr)
-            entry.stream = state.stream_ptr
+            make(*args)
+            self._calls.eventRecord(item.event_ptr, stream)
+            item.stream = stream
         except BaseException:
-            cache.fail(entry)
+            item.failed = True
             raise
         finally:
-            entry.issued.set()
+            item.issued.set()
 
-    def _record(self, ws: _Workspace, **fields) -> np.ndarray:
-        """An argument record: the template, the workspace's accumulators, `fields`."""
+    def _filter_groups(self, lease: _Lease, window: _Window, job: _Job, stream: int) -> None:
+        """Filter the groups of frame m = job.key[1] once: load W(m), run the stage into the
+        accumulators of the job's targets."""
+        stage, m = job.key
+        ws = lease.workspace
+        numbers = window.around(m)
+        noisy = [ws.noisy + t * self._frame_bytes for t in range(self.window)]
+        pilot = [ws.pilot + t * self._frame_bytes for t in range(self.window)] if ws.pilot else []
+        load = self._record(noisy_at=noisy, pilot_at=pilot,
+                            src=[[window.slot[f] for f in numbers],
+                                 [window.ref_slot[f] for f in numbers]])  # fmt: skip
+        self._run("bm3d_load", KernelArgs(load), stream)
+        if job.basics:
+            self._wait(list(job.basics.values()), stream)
+            pilot = [job.basics[f].slot.ptr for f in numbers]
+        self._wait(list(job.targets.values()), stream)
+        # Window frames repeated at the clip ends add to one accumulator; 0: not aggregated.
+        acc_at = [job.targets[f].slot.ptr if f in job.targets else 0 for f in numbers]
+        name = "bm3d_" + stage
+        record = self._stage_record(name, noisy_at=noisy, pilot_at=pilot, acc_at=acc_at)
+        self._run(name, KernelArgs(record), stream)
+
+    def _basic_estimate(self, entry, acc, jobs: list, stream: int) -> None:
+        """Basic estimate of frame k = entry.key: its finished hard-thresholding sums."""
+        self._wait([*jobs, acc], stream)
+        record = self._record(acc_at=[acc.slot.ptr], to_pilot=1, dst=entry.slot.ptr)
+        self._run("bm3d_finish", KernelArgs(record), stream)
+
+    def _wait(self, items: list, stream: int) -> None:
+        wait_for(items, stream, self._calls)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _record(self, **fields) -> np.ndarray:
+        """An argument record: the template and `fields`."""
         record = self._template.copy()
-        record["num"], record["den"] = ws.num, ws.den
         for name, value in fields.items():
-            if name in ("noisy_at", "pilot_at", "acc_slot"):
+            if name in ("noisy_at", "pilot_at", "acc_at"):
                 record[name][0, : len(value)] = value
             elif name == "src":
                 for index, row in enumerate(value):
@@ -399,34 +504,30 @@ class Bm3dPass:
                 record[name] = value
         return record
 
-    def _stage_record(self, ws: _Workspace, name: str, **fields) -> np.ndarray:
+    def _stage_record(self, name: str, **fields) -> np.ndarray:
         """The record of a stage kernel: :meth:`_record` with the stage's match threshold."""
-        return self._record(ws, threshold=self._thresholds[name], **fields)
+        return self._record(threshold=self._thresholds[name], **fields)
 
-    def _run(self, name: str, args: KernelArgs, stream: int, frames: int = 1) -> None:
-        """Launch kernel `name` on `stream`; per-pixel kernels other than load cover `frames`
-        frames."""
+    def _run(self, name: str, args: KernelArgs, stream: int) -> None:
+        """Launch kernel `name` on `stream`."""
         shared = self._stage_shared.get(name)
         if shared is not None:
             self._calls.launch(
                 self._kernels[name], self._stage_grid, _STAGE_BLOCK, shared, stream, args
             )
             return
-        grid = self._load_grid if name == "bm3d_load" else (*self._pixel_grid, frames)
+        grid = self._load_grid if name == "bm3d_load" else (*self._pixel_grid, 1)
         self._calls.launch(self._kernels[name], grid, _PIXEL_BLOCK, 0, stream, args)
 
-    def _caches(self):
-        """The V-BM3D caches: sum entries (both stages) and basic estimates."""
-        if self._sums is None:
-            with self._lock:
-                if self._sums is None:
-                    # Enough for 16 threads on consecutive frames; more are added when needed.
-                    # Sum entries are large (2 (2r + 1) frames of floats each): their number is
-                    # most of the memory V-BM3D takes, hence the switch, for comparisons.
-                    kept = positive_int("AVDENOISE_BM3D_CACHE") or self.window + 16
-                    self._basics = FrameCache(self._frame_bytes, 4 * self.window + 16)
-                    self._sums = FrameCache(2 * self.window * self._frame_bytes, kept)
-        return self._sums, self._basics
+    def _caches(self) -> None:
+        """Make the V-BM3D caches: accumulators (both stages) and basic estimates."""
+        # An accumulator is 2 C planes of int64, most of V-BM3D's memory; in steady state a
+        # stage keeps about 2r + 1 + frames in flight of them, the switch is for comparisons.
+        in_flight = self.frames_in_flight
+        stages = 1 + (self.run_hard and self.run_wiener)
+        kept = positive_int("AVDENOISE_BM3D_CACHE") or stages * (self.window + in_flight + 1)
+        self._accs = FrameCache(self._acc_bytes, kept)
+        self._basics = FrameCache(self._frame_bytes, 2 * self.window + in_flight)
 
     def _acquire(self) -> _Workspace:
         try:
@@ -434,7 +535,7 @@ class Bm3dPass:
         except queue.Empty:
             pass
         with self._lock:
-            create = self._created < self._limit
+            create = self._created < self.frames_in_flight
             if create:
                 self._created += 1
         if create:
@@ -447,14 +548,17 @@ class Bm3dPass:
         return self._pool.get()  # blocks without the GIL until a frame finishes
 
     def _new_workspace(self) -> _Workspace:
-        """Allocate work buffers (accumulators zeroed: each finish or export leaves them zero)."""
+        """Allocate work buffers (a spatial accumulator zeroed: each finish leaves it zero)."""
         ws = _Workspace()
-        ws.memory, base = self._device_buffer(self.workspace_bytes, zeroed=2 * self._acc_bytes)
-        ws.num = base
-        ws.den = ws.num + self._acc_bytes
-        ws.noisy = ws.den + self._acc_bytes
-        ws.pilot = ws.noisy + self.window * self._frame_bytes
-        ws.spatial = self._spatial_records(ws) if self.window == 1 else None
+        noisy, pilots = self._ws_planes
+        spatial = self.window == 1
+        ws.memory, base = self._device_buffer(
+            self.workspace_bytes, zeroed=self._acc_bytes if spatial else 0
+        )
+        ws.acc = base if spatial else 0
+        ws.noisy = base + (self._acc_bytes if spatial else 0)
+        ws.pilot = ws.noisy + noisy * self._frame_bytes if pilots else 0
+        ws.spatial = self._spatial_records(ws) if spatial else None
         return ws
 
     @staticmethod
@@ -463,8 +567,16 @@ class Bm3dPass:
         import cupy
 
         memory = cupy.cuda.alloc(nbytes)
-        cupy.cuda.runtime.memset(memory.ptr, 0, zeroed)
+        if zeroed:
+            cupy.cuda.runtime.memset(memory.ptr, 0, zeroed)
         return memory, memory.ptr
+
+    @staticmethod
+    def _new_event():
+        """A CUDA event for a job (see :class:`_Job`)."""
+        import cupy
+
+        return cupy.cuda.Event(block=False, disable_timing=True)
 
     def prepare(self) -> None:
         """Compile (or load from CuPy's cache) the kernels now, on the current device."""
@@ -481,5 +593,7 @@ class Bm3dPass:
                 for name, shared in self._stage_shared.items():
                     if shared > _DEFAULT_SHARED_LIMIT:
                         kernels[name].max_dynamic_shared_size_bytes = shared
+                if self.window > 1:
+                    self._caches()
                 self._kernels = {name: kernel.kernel.ptr for name, kernel in kernels.items()}
         return self._kernels
