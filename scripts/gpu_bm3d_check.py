@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -125,6 +126,7 @@ def main() -> None:
             row = time_config(name, fmt, passes, args.frames)
         except Exception as error:  # keep going: one failure must not hide the others
             print(f"{name}: failed: {error!r}", flush=True)
+            traceback.print_exc()
             continue
         rows.append(row)
         kernels = "  ".join(f"{k} {v:.3f}" for k, v in row["kernels"].items())
