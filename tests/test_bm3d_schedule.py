@@ -37,13 +37,6 @@ class _FakeSlot:
         self.event_ptr = self.ptr + 1
 
 
-class _FakeEvent:
-    addresses = itertools.count(1 << 20)
-
-    def __init__(self) -> None:
-        self.ptr = next(self.addresses)
-
-
 class _Recorder:
     """Kernels and runtime calls, in the order threads issue them, and what each accumulator
     holds: the (stage, frame) of every job added since it was zeroed."""
@@ -55,6 +48,7 @@ class _Recorder:
         self.sums = {}  # accumulator address -> [(stage, m)]
         self.finished = []  # (to_pilot, [(stage, m)]) of every finish of an accumulator
         self._loaded = {}  # stream -> the frame m whose window it loaded last
+        self.events = 0  # events made
 
     def add(self, what, key) -> None:
         with self.lock:
@@ -79,6 +73,11 @@ class _Recorder:
     def memset(self, address, nbytes, stream) -> None:
         with self.lock:
             self.sums[address] = []
+
+    def event(self) -> int:
+        with self.lock:
+            self.events += 1
+            return 1 << 20 | self.events
 
     def eventRecord(self, event, stream) -> None:  # noqa: N802 (the real calls' name)
         pass
@@ -108,13 +107,12 @@ def schedule(monkeypatch):
 
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_load_kernels", load_kernels)
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_device_buffer", staticmethod(device_buffer))
-    monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_new_event", staticmethod(_FakeEvent))
     filter_groups = gpu_bm3d.Bm3dPass._filter_groups
     basic_estimate = gpu_bm3d.Bm3dPass._basic_estimate
 
-    def spy_filter(self, lease, window, job, stream):
+    def spy_filter(self, lease, window, job, accs, stream):
         recorder.add("sum", job.key)
-        filter_groups(self, lease, window, job, stream)
+        filter_groups(self, lease, window, job, accs, stream)
 
     def spy_basic(self, entry, acc, jobs, stream):
         recorder.add("basic", entry.key)
@@ -294,11 +292,11 @@ def test_a_failed_frame_leaves_no_entry_for_others_to_wait_on(schedule):
     original = npass._filter_groups
     calls = []
 
-    def fail_first(lease, window, job, stream):
+    def fail_first(lease, window, job, accs, stream):
         calls.append(job.key)
         if len(calls) == 1:
             raise RuntimeError("fake kernel failure")
-        original(lease, window, job, stream)
+        original(lease, window, job, accs, stream)
 
     npass._filter_groups = fail_first
     with pytest.raises(RuntimeError, match="fake kernel failure"):
@@ -327,3 +325,38 @@ def test_threads_with_the_default_cache_render_right_sums(schedule, seed, radius
     finishes = _produced(recorder.log, "kernel").count("bm3d_finish")
     assert finishes == len(frames) + npass.produced().get("basic", 0)
     _check_sums(recorder, radius, LENGTH, "hard" if stages == 1 else "wiener")
+
+
+def test_jobs_give_their_events_back():
+    """A job is freed, its event pooled, once no accumulator refers to it: no reference cycle
+    (one would leave the event to the garbage collector, see bm3d._Job)."""
+    import gc
+
+    events: list = []
+    made = itertools.count(1)
+    job = gpu_bm3d._Job(("hard", 3), events, lambda: next(made))
+    assert job.event_ptr == 1 and events == []
+    gc.disable()
+    try:
+        del job
+        assert events == [1]
+        again = gpu_bm3d._Job(("hard", 4), events, lambda: next(made))
+        assert again.event_ptr == 1 and events == []
+    finally:
+        gc.enable()
+
+
+def test_a_long_render_reuses_a_few_events(schedule):
+    """Jobs of frames long finished are freed as their accumulators are dropped: the events
+    made stay bounded however long the clip (gc off: freed by reference counts alone)."""
+    import gc
+
+    make, recorder = schedule
+    npass = make(radius=1, stages=2)
+    gc.disable()
+    try:
+        _render(npass, range(200), length=200)
+    finally:
+        gc.enable()
+    assert npass.produced()["wiener"] == 200
+    assert recorder.events < 40

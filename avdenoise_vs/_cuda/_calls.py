@@ -53,6 +53,7 @@ class HeldCalls:
         self._record = _bind(driver.cuEventRecord, [ptr, ptr])
         self._wait = _bind(driver.cuStreamWaitEvent, [ptr, ptr, u32])
         self._memset = _bind(driver.cuMemsetD8Async, [ptr, ctypes.c_ubyte, ctypes.c_size_t, ptr])
+        self._event_create = _bind(driver.cuEventCreate, [ctypes.POINTER(ptr), u32])
         self._error_name = driver.cuGetErrorName
         self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
 
@@ -82,6 +83,14 @@ class HeldCalls:
         if status:
             self._fail("cuMemsetD8Async", status)
 
+    def event(self) -> int:
+        """A new event without timing (a raw ``CUevent``; never destroyed: callers pool them)."""
+        handle = ctypes.c_void_p()
+        status = self._event_create(ctypes.byref(handle), _EVENT_DISABLE_TIMING)
+        if status:
+            self._fail("cuEventCreate", status)
+        return handle.value
+
     def _fail(self, call: str, status: int) -> None:
         name = ctypes.c_char_p()
         self._error_name(status, ctypes.byref(name))
@@ -99,16 +108,23 @@ class ReleasedCalls:
         self.eventRecord = cupy.cuda.runtime.eventRecord
         self.streamWaitEvent = cupy.cuda.runtime.streamWaitEvent
         self._memset = cupy.cuda.runtime.memsetAsync
+        self._runtime = cupy.cuda.runtime
 
     def memset(self, address: int, nbytes: int, stream: int) -> None:
         """Queue zeroing `nbytes` of device memory at `address` on `stream`."""
         self._memset(address, 0, nbytes, stream)
+
+    def event(self) -> int:
+        """A new event without timing (a raw ``cudaEvent_t``; callers pool them)."""
+        return self._runtime.eventCreateWithFlags(_EVENT_DISABLE_TIMING)
 
     def launch(self, function: int, grid, block, shared: int, stream: int, args) -> None:
         """Queue `function` (a ``CUfunction``) with `args` (:class:`KernelArgs`)."""
         self._launch(function, *grid, *block, shared, stream, args.address, 0)
 
 
+#: ``CU_EVENT_DISABLE_TIMING`` (``cudaEventDisableTiming``): events only for ordering.
+_EVENT_DISABLE_TIMING = 2
 #: ``CU_CTX_SCHED_*`` flag of each ``AVDENOISE_CUDA_SYNC`` value ("auto" leaves the driver's).
 SYNC_FLAGS = {"spin": 1, "yield": 2, "block": 4}
 

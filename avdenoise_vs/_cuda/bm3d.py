@@ -103,17 +103,22 @@ class _Workspace:
 
 
 class _Job:
-    """One stage's groups of one frame m, filtered once into the accumulators of `targets`
-    (frame number -> cache entry), the frames of W(m) that lacked them when it was claimed.
+    """One stage's groups of one frame m, filtered once into the accumulators of the frames of
+    W(m) that lacked them when it was claimed (``targets``: frame number -> accumulator
+    address).
 
     Others wait for it as for a cache entry (see ``_cache.wait_for``): ``issued`` once its
     launch is queued and its event recorded (or it failed), ``complete`` once its producer's
-    stream has synchronized. It owns its event while it lives: a job is dropped only when no
-    accumulator refers to it any more, so nobody can still wait on the event it gives back.
+    stream has synchronized. It owns its event, a raw ``CUevent``, while it lives: a job is
+    dropped only when no accumulator refers to it any more, so nobody can still wait on the
+    event it gives back. A job refers to no cache entry (they refer to it): no reference
+    cycle, so it is freed, and its event given back, as soon as the last one drops it. (A
+    CuPy ``Event`` would not do here: the garbage collector destroys the CUDA event of one
+    found in a cycle even when a finalizer keeps the object.)
     """
 
     __slots__ = ("key", "targets", "basics", "issued", "failed", "complete", "stream",
-                 "event", "event_ptr", "_events")  # fmt: skip
+                 "event_ptr", "_events")  # fmt: skip
 
     def __init__(self, key: tuple, events: list, new_event) -> None:
         self.key = key
@@ -123,12 +128,11 @@ class _Job:
         self.failed = False
         self.complete = False
         self.stream = 0
-        self.event = events.pop() if events else new_event()
-        self.event_ptr = self.event.ptr
+        self.event_ptr = events.pop() if events else new_event()
         self._events = events
 
     def __del__(self) -> None:
-        self._events.append(self.event)  # list.append is atomic: no lock
+        self._events.append(self.event_ptr)  # list.append is atomic: no lock
 
 
 @dataclass
@@ -136,9 +140,9 @@ class _Plan:
     """What one V-BM3D frame claimed, by the level it is made at (see the module notes)."""
 
     zero: list = field(default_factory=list)  # fresh accumulators
-    hard: list = field(default_factory=list)  # hard jobs behind fresh basic estimates
+    hard: list = field(default_factory=list)  # (job, accumulators) behind fresh basic estimates
     basics: list = field(default_factory=list)  # (fresh basic entry, its hard accumulator, jobs)
-    top: list = field(default_factory=list)  # jobs of the output's stage
+    top: list = field(default_factory=list)  # (job, its accumulators) of the output's stage
     out: object = None  # the output's accumulator ...
     out_jobs: list = field(default_factory=list)  # ... and the jobs it waits for
 
@@ -152,7 +156,7 @@ class _Lease:
         self.workspace = workspace
         self.held = []  # (cache, entries) as acquired
         self.fresh = []  # (cache, entries) this frame must make
-        self.jobs = []  # jobs this frame claimed
+        self.jobs = []  # (job, its accumulators) this frame claimed
 
 
 class _Window:
@@ -292,7 +296,7 @@ class Bm3dPass:
 
     def release(self, lease: _Lease) -> None:
         """Give back what a frame held (its stream has synchronized)."""
-        for job in lease.jobs:
+        for job, _ in lease.jobs:
             job.complete = job.issued.is_set() and not job.failed
         for cache, entries in lease.held:
             for entry in entries:
@@ -362,12 +366,13 @@ class Bm3dPass:
         for acc in plan.zero:
             self._make(acc, "zeroed", stream, self._calls.memset, acc.slot.ptr, self._acc_bytes,
                        stream)  # fmt: skip
-        for job in plan.hard:
-            self._make(job, "hard", stream, self._filter_groups, lease, window, job, stream)
+        for job, accs in plan.hard:
+            self._make(job, "hard", stream, self._filter_groups, lease, window, job, accs, stream)
         for entry, acc, jobs in plan.basics:
             self._make(entry, "basic", stream, self._basic_estimate, entry, acc, jobs, stream)
-        for job in plan.top:
-            self._make(job, job.key[0], stream, self._filter_groups, lease, window, job, stream)
+        for job, accs in plan.top:
+            self._make(job, self._top, stream, self._filter_groups, lease, window, job, accs,
+                       stream)  # fmt: skip
         self._wait([*plan.out_jobs, plan.out], stream)
         record = self._record(acc_at=[plan.out.slot.ptr], out=out_ptr)
         self._run("bm3d_finish", KernelArgs(record), stream)
@@ -385,8 +390,7 @@ class Bm3dPass:
         """A job for `stage`'s groups of frame m, aimed at every accumulator of W(m) that
         lacks them: held ones, and new ones while the cache has room (their frames are
         likely to come next; a frame whose accumulator was not made gets its own jobs)."""
-        job = _Job((stage, m), self._events, self._new_event)
-        lease.jobs.append(job)
+        job = _Job((stage, m), self._events, self._calls.event)
         wanted = []
         for k in _distinct(window.around(m)):
             key = (stage, k)
@@ -395,9 +399,11 @@ class Bm3dPass:
                     wanted.append(key)
             elif self._accs.has_room() and (stage == self._top or k not in self._basics):
                 wanted.append(key)
-        for acc in self._hold_accs(lease, plan, wanted):
+        accs = self._hold_accs(lease, plan, wanted)
+        for acc in accs:
             acc.parts[m] = job
-            job.targets[acc.key[1]] = acc
+            job.targets[acc.key[1]] = acc.slot.ptr
+        lease.jobs.append((job, accs))
         if stage == "wiener" and self.run_hard:  # the pilot: basic estimates of W(m)
             basics, fresh = self._hold(lease, self._basics, _distinct(window.around(m)))
             job.basics = {entry.key: entry for entry in basics}
@@ -406,7 +412,7 @@ class Bm3dPass:
             for entry in fresh:
                 acc, jobs = self._claim_sums(lease, plan, "hard", entry.key, window)
                 plan.basics.append((entry, acc, jobs))
-        (plan.top if stage == self._top else plan.hard).append(job)
+        (plan.top if stage == self._top else plan.hard).append((job, accs))
 
     def _hold_accs(self, lease: _Lease, plan: _Plan, keys: list) -> list:
         """Hold the accumulators of `keys`; fresh ones start empty and are to be zeroed."""
@@ -429,10 +435,10 @@ class Bm3dPass:
         for cache, fresh in lease.fresh:
             cache.abandon(fresh)
         with self._claims:
-            for job in lease.jobs:
+            for job, accs in lease.jobs:
                 if job.issued.is_set() and not job.failed:
                     continue
-                for acc in job.targets.values():
+                for acc in accs:
                     if acc.parts.get(job.key[1]) is job:
                         del acc.parts[job.key[1]]
                 job.failed = True
@@ -458,9 +464,9 @@ class Bm3dPass:
         finally:
             item.issued.set()
 
-    def _filter_groups(self, lease: _Lease, window: _Window, job: _Job, stream: int) -> None:
+    def _filter_groups(self, lease: _Lease, window: _Window, job: _Job, accs, stream) -> None:
         """Filter the groups of frame m = job.key[1] once: load W(m), run the stage into the
-        accumulators of the job's targets."""
+        accumulators of the job's targets (`accs`, their cache entries)."""
         stage, m = job.key
         ws = lease.workspace
         numbers = window.around(m)
@@ -473,9 +479,9 @@ class Bm3dPass:
         if job.basics:
             self._wait(list(job.basics.values()), stream)
             pilot = [job.basics[f].slot.ptr for f in numbers]
-        self._wait(list(job.targets.values()), stream)
+        self._wait(accs, stream)  # zeroed
         # Window frames repeated at the clip ends add to one accumulator; 0: not aggregated.
-        acc_at = [job.targets[f].slot.ptr if f in job.targets else 0 for f in numbers]
+        acc_at = [job.targets.get(f, 0) for f in numbers]
         name = "bm3d_" + stage
         record = self._stage_record(name, noisy_at=noisy, pilot_at=pilot, acc_at=acc_at)
         self._run(name, KernelArgs(record), stream)
@@ -570,13 +576,6 @@ class Bm3dPass:
         if zeroed:
             cupy.cuda.runtime.memset(memory.ptr, 0, zeroed)
         return memory, memory.ptr
-
-    @staticmethod
-    def _new_event():
-        """A CUDA event for a job (see :class:`_Job`)."""
-        import cupy
-
-        return cupy.cuda.Event(block=False, disable_timing=True)
 
     def prepare(self) -> None:
         """Compile (or load from CuPy's cache) the kernels now, on the current device."""
