@@ -30,17 +30,17 @@ Measured GIL-held time per frame, single-threaded: about 90-150 us (an upper bou
 the kernel launch as held), against 250 us of kernel time for 1080p luma with d=1, a=2, s=4.
 No CuPy array operation and no allocation happen per frame: each thread gets its own
 non-blocking stream, output buffer, staging buffers and argument records on its first frames.
-Passes with large work buffers (BM3D) admit only a few frames at once (``frames_in_flight``);
-those frames take such a state from a pool instead, so that GPU memory follows the frames on
-the GPU, not VapourSynth's thread count, and they wait for the GPU asleep (see
-``AVDENOISE_CUDA_SYNC``).
+Passes with large work buffers (BM3D) run only a few frames on the GPU at once
+(``frames_in_flight``): threads upload and copy out in parallel, but enter the GPU part through
+a :class:`~._gate.GpuGate`, in frame order, which lends each an output buffer for that part,
+so that GPU memory follows the frames on the GPU rather than VapourSynth's thread count; they
+wait for the GPU asleep (see ``AVDENOISE_CUDA_SYNC``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +53,7 @@ from .._log import thread_debug
 from .._options import FrameLayout, PlaneOptions
 from ._cache import FrameCache, wait_for
 from ._calls import cuda_calls, set_sync_mode
+from ._gate import GpuGate
 
 __all__ = ["CudaBackend"]
 
@@ -75,8 +76,8 @@ def _align(value: int) -> int:
 
 
 class _ThreadState:
-    """What a frame in flight uses: stream, buffers, arguments; each VapourSynth thread keeps
-    one, or, for passes that admit few frames at once, frames take one from a pool."""
+    """What one VapourSynth thread reuses for every frame: stream, buffers, arguments (the
+    output buffer and the arguments come from the gate instead when the passes have one)."""
 
     __slots__ = ("stream", "stream_ptr", "out", "out_ptr", "args", "staging", "down", "done",
                  "__weakref__")  # fmt: skip
@@ -237,24 +238,23 @@ class CudaBackend:
                 _new_pass(options, layout, offsets, pitches, shared_limit, device_id)
                 for options in passes
             ]
-            # Passes with large work buffers (BM3D) admit a few frames at a time: then so many
-            # thread states (stream, output buffer) serve all threads, from a pool.
-            limits = [p.frames_in_flight for p in self._passes if hasattr(p, "frames_in_flight")]
-            self._in_flight = min(limits) if limits else None
+            # Passes with large work buffers (BM3D) run a few frames on the GPU at a time, in
+            # frame order, each with an output buffer lent for that part (see _gate.py).
+            limits = [getattr(p, "frames_in_flight", None) for p in self._passes]
+            gated = all(limits)
+            self._gate = GpuGate(min(limits), self._new_out) if gated else None
             # Those frames wait for the GPU asleep rather than spinning, unless the user chose
             # a wait mode: V-BM3D at radius 1 ran 331 fps against 249 spinning (BENCHMARKS.md).
-            self._sleep_wait = self._in_flight is not None and sync == "auto"
+            self._sleep_wait = gated and sync == "auto"
             if cache_slots is None:
                 free, _ = cupy.cuda.runtime.memGetInfo()
-                # Windows of admitted frames (BM3D: up to 8r + 1 frames, read once per frame),
-                # otherwise of 16 threads on consecutive frames.
-                spare = 2 * self._in_flight if self._in_flight else self._window + 24
+                # BM3D windows are wide (up to 8r + 1 frames) but read once per frame.
+                spare = 16 if gated else self._window + 24
                 wanted = self._num_inputs * (self._window + spare)
                 floor = self._num_inputs * (self._window + 2)
                 cache_slots = max(floor, min(wanted, free // 4 // self._buffer_bytes))
         self._cache = FrameCache(self._buffer_bytes, cache_slots)
         self._local = threading.local()
-        self._state_pool: queue.SimpleQueue[_ThreadState] = queue.SimpleQueue()
         # Live threads' states only: a thread's buffers go with it (threading.local).
         self._states: weakref.WeakSet[_ThreadState] = weakref.WeakSet()
         self._states_lock = threading.Lock()
@@ -321,9 +321,9 @@ class CudaBackend:
     def memory_bytes(self) -> int:
         """Device memory this backend holds: cached frames and per-thread output buffers."""
         with self._states_lock:
-            threads = len(self._states)
+            outs = self._gate.made if self._gate else len(self._states)
         own = sum(npass.memory_bytes() for npass in self._passes)
-        return self._cache.memory_bytes() + threads * self._buffer_bytes + own
+        return self._cache.memory_bytes() + outs * self._buffer_bytes + own
 
     # -- internals ------------------------------------------------------------------------
 
@@ -333,24 +333,18 @@ class CudaBackend:
         # Each call that releases the GIL costs a wait to get it back under 16 threads
         # (docs/BENCHMARKS.md): set the device only on a thread's first frame, unless this
         # process runs backends on several devices.
-        if not getattr(self._local, "device_set", False) or len(_DEVICES_IN_USE) > 1:
+        state = getattr(self._local, "state", None)
+        if state is None or len(_DEVICES_IN_USE) > 1:
             runtime.setDevice(self.device_id)
-            self._local.device_set = True
-        state = self._take_state()
-        try:
-            self._run_frame(state, base, frame_numbers, windows, dst)
-        finally:
-            if self._in_flight is not None:
-                self._state_pool.put(state)
-
-    def _run_frame(self, state: _ThreadState, base: int, frame_numbers, windows, dst) -> None:
-        runtime = self._runtime
+        if state is None:
+            state = self._new_state()
         stream_ptr = state.stream_ptr
         distinct = list(dict.fromkeys(frame_numbers))
         keys = [(base + i, f) for i in range(self._num_inputs) for f in distinct]
         entries, fresh = self._cache.acquire(keys)
         synced = False
         leases = []  # per-pass resources held until the stream has synchronized
+        out = None  # the gate's output buffer, while this frame has one
         try:
             for index, entry in enumerate(fresh):
                 input_index, frame = entry.key
@@ -363,27 +357,23 @@ class CudaBackend:
             guides = (
                 [slots[(base + 1, f)] for f in frame_numbers] if self._num_inputs == 2 else values
             )
-            for npass, args in zip(self._passes, state.args, strict=True):
+            if self._gate is None:
+                out_ptr, arguments = state.out_ptr, state.args
+            else:
+                out = self._gate.enter(frame_numbers[len(frame_numbers) // 2])
+                out_ptr = out.ptr
+                arguments = [npass.new_args(out_ptr) for npass in self._passes]
+            for npass, args in zip(self._passes, arguments, strict=True):
                 lease = npass.launch(args, frame_numbers, values, guides, state)
                 if lease is not None:
                     leases.append((npass, lease))
             if self._sleep_wait:
                 self._calls.eventRecord(state.done.ptr, stream_ptr)
                 state.done.synchronize()  # without the GIL; the downloads below then start at once
-            out_ptr = state.out_ptr
             if self._stage_down:
-                down = state.down
-                runtime.memcpyAsync(down.ptr, out_ptr, self._buffer_bytes, _D2H, stream_ptr)
+                runtime.memcpyAsync(state.down.ptr, out_ptr, self._buffer_bytes, _D2H, stream_ptr)
                 runtime.streamSynchronize(stream_ptr)
                 synced = True
-                dtype, itemsize, copy = self._dtype, self._dtype.itemsize, self._copy
-                for plane, *_ in self._downloads:
-                    _, stride, memory = dst[plane]
-                    view = down.views[plane]
-                    target = np.ndarray(
-                        view.shape, dtype, buffer=memory, strides=(stride, itemsize)
-                    )
-                    copy(target, view)
             else:
                 for plane, offset, pitch, row_bytes, rows in self._downloads:
                     address, stride, _ = dst[plane]
@@ -407,6 +397,20 @@ class CudaBackend:
             self._cache.release(entries)
             for npass, lease in leases:
                 npass.release(lease)
+            if out is not None:
+                self._gate.leave(out)
+        if self._stage_down:  # after the GPU part is given back: the next frame may enter
+            self._copy_out(state.down, dst)
+
+    def _copy_out(self, down: _Pinned, dst: tuple) -> None:
+        """Copy the written planes from a staging buffer into the bridge's frame (NumPy
+        releases the GIL for large copies, so threads copy in parallel)."""
+        dtype, itemsize, copy = self._dtype, self._dtype.itemsize, self._copy
+        for plane, *_ in self._downloads:
+            _, stride, memory = dst[plane]
+            view = down.views[plane]
+            target = np.ndarray(view.shape, dtype, buffer=memory, strides=(stride, itemsize))
+            copy(target, view)
 
     def _upload(self, entry, planes, state: _ThreadState, index: int) -> None:
         """Queue the copies of one frame's planes into its slot and record the slot's event.
@@ -448,37 +452,26 @@ class CudaBackend:
         """A staging buffer laid out like a slot (one thread's, on its first frames)."""
         return _Pinned(self._cupy, self._buffer_bytes, self._pinned_planes, self._dtype)
 
-    def _take_state(self) -> _ThreadState:
-        """The calling thread's state; with admitted frames, a state from the pool, made while
-        fewer than ``_in_flight`` exist, else waited for (without the GIL)."""
-        if self._in_flight is None:
-            state = getattr(self._local, "state", None)
-            if state is None:
-                state = self._local.state = self._new_state()
-                with self._states_lock:
-                    self._states.add(state)
-            return state
-        try:
-            return self._state_pool.get_nowait()
-        except queue.Empty:
-            pass
-        with self._states_lock:  # made and counted under the lock: never one too many
-            create = len(self._states) < self._in_flight
-            if create:
-                state = self._new_state()
-                self._states.add(state)
-        return state if create else self._state_pool.get()
-
     def _new_state(self) -> _ThreadState:
-        """A stream, output buffer and argument records (a thread's, or a pooled one)."""
+        """The calling thread's stream, output buffer and argument records (first frame only)."""
         cupy = self._cupy
         state = _ThreadState()
         state.stream = cupy.cuda.Stream(non_blocking=True)
         state.stream_ptr = state.stream.ptr
-        state.out = cupy.cuda.alloc(self._buffer_bytes)
-        state.out_ptr = state.out.ptr
-        state.args = [npass.new_args(state.out_ptr) for npass in self._passes]
+        if self._gate is None:
+            state.out = self._new_out()
+            state.out_ptr = state.out.ptr
+            state.args = [npass.new_args(state.out_ptr) for npass in self._passes]
+        else:  # lent by the gate, frame by frame
+            state.out = state.out_ptr = state.args = None
         state.staging = []
         state.down = self._new_pinned() if self._stage_down else None
         state.done = cupy.cuda.Event(block=True, disable_timing=True) if self._sleep_wait else None
+        self._local.state = state
+        with self._states_lock:
+            self._states.add(state)
         return state
+
+    def _new_out(self):
+        """A device output buffer laid out like a slot."""
+        return self._cupy.cuda.alloc(self._buffer_bytes)
