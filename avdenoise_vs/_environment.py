@@ -58,7 +58,8 @@ VARIABLES: tuple[Variable, ...] = (
         "How a VapourSynth thread waits for the GPU: spin on a core, yield it between polls, "
         "or sleep until the GPU is done. `auto`: the driver's choice (spin while a process "
         "has fewer contexts than the machine has cores), except that BM3D frames sleep "
-        "before their download, which ran V-BM3D a third faster. Spinning costs CPU that an "
+        "before their download, which ran V-BM3D about 10% faster (the whole context set "
+        "to `block`: a third faster, but NLM 6-13% slower). Spinning costs CPU that an "
         "Av1an fleet's encoders and other workers could use.",
         choices=("auto", "spin", "yield", "block"),
     ),

@@ -244,7 +244,9 @@ class CudaBackend:
             gated = all(limits)
             self._gate = GpuGate(min(limits), self._new_out) if gated else None
             # Those frames wait for the GPU asleep rather than spinning, unless the user chose
-            # a wait mode: V-BM3D at radius 1 ran 331 fps against 249 spinning (BENCHMARKS.md).
+            # a wait mode: with the whole context set to block, V-BM3D at radius 1 ran 331 fps
+            # against 249 spinning; sleeping before the download alone, 119 against 106 in a
+            # later build (docs/BENCHMARKS.md, session 4).
             self._sleep_wait = gated and sync == "auto"
             if cache_slots is None:
                 free, _ = cupy.cuda.runtime.memGetInfo()

@@ -13,7 +13,8 @@ stage) once every frame of ``W(k)`` has added to it. Integer sums do not depend 
 the jobs run in, so the output is the same whichever threads make which jobs. One output frame
 costs, in steady state, one job per stage: BM3DCUDA's ``VAggregate`` does the same sums on the
 CPU over a stacked clip. Keeping sums per output frame rather than per filtered frame (the
-first design) takes a third of the memory at radius 1 (docs/BENCHMARKS.md).
+first design: float sums of 2r + 1 frames for each) took the process from 5.3 GB of GPU
+memory to 2.2 GB at radius 1 on 1080p 4:4:4 (docs/BENCHMARKS.md, session 4).
 
 A frame first *claims*, under one lock, everything it needs that nobody has claimed: fresh
 accumulators (zeroed by their claimer), the jobs its output accumulator lacks, with two stages
@@ -22,9 +23,10 @@ what it claimed from the bottom level up (zeroing, hard jobs, basic estimates, t
 its output) and waits on other threads' claims through their events. Each level only waits on
 lower ones, which their owners make before waiting on anything of a higher level: no deadlock.
 
-The work buffers are large, so they live in a small pool of *workspaces*; the backend admits
-no more frames at once than there are workspaces (``frames_in_flight``), so that frames on
-the GPU, not VapourSynth's threads, set the memory.
+The work buffers are large, so they live in a small pool of *workspaces*; the backend's gate
+(``_gate.py``) lets no more frames onto the GPU at once than there are workspaces
+(``frames_in_flight``), lowest frame number first, so that frames on the GPU, not
+VapourSynth's threads, set the memory, and the frames there are neighbours that share jobs.
 
 Notes
 -----
@@ -58,11 +60,12 @@ _ALIGN = 128  # work-plane pitch, elements
 _PIXEL_BLOCK = (32, 8, 1)  # threads of the per-pixel kernels
 _STAGE_BLOCK = (32 * BM3D_WARPS, 1, 1)
 _DEFAULT_SHARED_LIMIT = 48 * 1024
-#: Workspaces per pass, which is also how many frames of the pass the backend admits at once.
-#: Spatial frames are light and several keep the GPU busy. A V-BM3D workspace holds the float
-#: planes of the 2r + 1 frames a job reads (75 MB at 1080p 4:4:4, r = 1); at r = 1 on YUV444
-#: (H200, 16 threads, vspipe) two stages ran at 96 / 146 / 146 fps with 2 / 3 / 4 of them and
-#: one stage at 292 fps with 3 (session 3's design; docs/BENCHMARKS.md).
+#: Workspaces per pass, which is also how many frames of the pass the backend's gate lets onto
+#: the GPU at once. Spatial frames are light and several keep the GPU busy. A V-BM3D workspace
+#: holds the float planes of the 2r + 1 frames a job reads (75 MB at 1080p 4:4:4, r = 1). At
+#: r = 1 on YUV444 (H200, 16 threads, vspipe), session 3's design ran two stages at 96 / 146 /
+#: 146 fps with 2 / 3 / 4; this one, with 3: one stage 430 fps, two stages 170
+#: (docs/BENCHMARKS.md).
 DEFAULT_WORKSPACES = (4, 3)  # (spatial, temporal)
 #: Largest plane side: block keys pack positions into 13 bits (bm3d.cuh, ``bm_key``).
 MAX_PLANE_SIDE = (1 << 13) + 7
