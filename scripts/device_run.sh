@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
-#   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache]
+#   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache] [ab]
 # (default: the first five; floor measures a fleet's start-up without the filter, bm3dcache
-# V-BM3D's memory and speed against AVDENOISE_BM3D_CACHE, BM3D_CACHE_SIZES)
+# V-BM3D's memory and speed against AVDENOISE_BM3D_CACHE, BM3D_CACHE_SIZES; ab the A/B runs
+# behind the targets still open: NLM transfers at Y d0, spatial BM3D workspaces, each against
+# the rival in the same call, AB_SECONDS and AB_REPEAT)
 # bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
 # BENCH_BM3D_PLUGINS); both BENCH_SECONDS and BENCH_REPEAT (vspipe runs a cell, median).
 # Case names of bm3d contain commas (see its --help).
@@ -51,6 +53,25 @@ if has bm3dcache; then
         AVDENOISE_BM3D_CACHE=$kept python3 scripts/gpu_bm3d_check.py --frames 200 \
             --only "r1 yuv444,r1 yuv444 2 stages" --json "$out/bm3dcache-$kept.json"
     done 2>&1 | tee "$out/bm3dcache.log" | grep -E "^##|fps16"
+fi
+if has ab; then
+    {
+        ab=(--seconds "${AB_SECONDS:-2}" --repeat "${AB_REPEAT:-3}")
+        for transfer in direct staged; do
+            echo "## AVDENOISE_TRANSFER=$transfer"
+            AVDENOISE_TRANSFER=$transfer python3 scripts/bench_nlm.py "${ab[@]}" --plugins avdenoise \
+                --cases "Y d0 a2 s4,Y d1 a2 s4,Y d1 a2 s4 16-bit,Y d1 a2 s4 4K"
+        done
+        echo "## rival"
+        python3 scripts/bench_nlm.py "${ab[@]}" --plugins vszipcu --cases "Y d0 a2 s4"
+        for workspaces in 4 6 8; do
+            echo "## AVDENOISE_BM3D_WORKSPACES=$workspaces"
+            AVDENOISE_BM3D_WORKSPACES=$workspaces python3 scripts/bench_bm3d.py "${ab[@]}" \
+                --plugins avdenoise --cases "radius 0, luma,radius 0, YUV444"
+        done
+        echo "## rival"
+        python3 scripts/bench_bm3d.py "${ab[@]}" --plugins bm3dcuda --cases "radius 0, luma"
+    } 2>&1 | tee "$out/ab.log" | grep -E "^##|^\| (Y|radius)"
 fi
 fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }
 if has floor; then
