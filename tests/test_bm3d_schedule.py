@@ -360,3 +360,45 @@ def test_a_long_render_reuses_a_few_events(schedule):
         gc.enable()
     assert npass.produced()["wiener"] == 200
     assert recorder.events < 40
+
+
+def test_failures_on_threads_never_hang_and_later_frames_render(schedule, monkeypatch):
+    """Two stages on eight threads with every seventh job failing: frames fail (here or in
+    a thread that waited on the failed job) but none hangs, and once the failures stop every
+    frame renders with the right sums."""
+    monkeypatch.setattr(_cache, "WAIT_LIMIT_S", 2.0)
+    make, recorder = schedule
+    npass = make(radius=1, stages=2)
+    original = npass._filter_groups
+    count = itertools.count(1)
+    failing = [True]
+
+    def flaky(lease, window, job, accs, stream):
+        if failing[0] and next(count) % 7 == 0:
+            raise RuntimeError("fake kernel failure")
+        original(lease, window, job, accs, stream)
+
+    npass._filter_groups = flaky
+    errors = []
+
+    def render(frames, stream_ptr):
+        for n in frames:
+            try:
+                _render(npass, [n], stream_ptr)
+            except RuntimeError as error:
+                errors.append(str(error))
+
+    frames = list(range(LENGTH)) * 2
+    random.Random(7).shuffle(frames)
+    threads = [threading.Thread(target=render, args=(frames[i::8], 100 + i)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "threads hung"
+    assert errors and all("fake kernel failure" in e or "failed in another" in e for e in errors)
+    failing[0] = False
+    recorder.finished.clear()
+    _render(npass, range(LENGTH))
+    assert len(recorder.finished) >= LENGTH
+    _check_sums(recorder, 1, LENGTH, "wiener")
