@@ -145,6 +145,19 @@ def _render(npass, frames, stream_ptr: int = 7, length: int = LENGTH, out: int =
         npass.release(lease)
 
 
+def _render_on_threads(npass, frames, threads: int, length: int = LENGTH) -> None:
+    """Render `frames` split over `threads` threads (each its own stream); none may hang."""
+    workers = [
+        threading.Thread(target=_render, args=(npass, frames[i::threads], 100 + i, length))
+        for i in range(threads)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert not any(worker.is_alive() for worker in workers), "threads deadlocked"
+
+
 def _produced(log, what):
     return [key for kind, key in log if kind == what]
 
@@ -232,14 +245,7 @@ def test_threads_in_any_order_share_entries_without_deadlock(schedule, monkeypat
     length = 8
     frames = list(range(length)) * 3
     random.Random(4).shuffle(frames)
-    chunks = [frames[i::6] for i in range(6)]
-    threads = [threading.Thread(target=_render, args=(npass, chunk, 100 + i, length))
-               for i, chunk in enumerate(chunks)]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not any(thread.is_alive() for thread in threads), "threads deadlocked"
+    _render_on_threads(npass, frames, 6, length)
     sums = _produced(recorder.log, "sum")
     assert sorted(sums) == sorted(
         [("hard", m) for m in range(length)] + [("wiener", m) for m in range(length)]
@@ -314,14 +320,7 @@ def test_threads_with_the_default_cache_render_right_sums(schedule, seed, radius
     npass = make(radius=radius, stages=stages)
     frames = list(range(LENGTH)) * 2
     random.Random(seed).shuffle(frames)
-    chunks = [frames[i::8] for i in range(8)]
-    threads = [threading.Thread(target=_render, args=(npass, chunk, 100 + i))
-               for i, chunk in enumerate(chunks)]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not any(thread.is_alive() for thread in threads), "threads deadlocked"
+    _render_on_threads(npass, frames, 8)
     finishes = _produced(recorder.log, "kernel").count("bm3d_finish")
     assert finishes == len(frames) + npass.produced().get("basic", 0)
     _check_sums(recorder, radius, LENGTH, "hard" if stages == 1 else "wiener")

@@ -321,7 +321,8 @@ class CudaBackend:
             list(pool.map(prepare, self._passes))  # list(): re-raises a failed compile
 
     def memory_bytes(self) -> int:
-        """Device memory this backend holds: cached frames and per-thread output buffers."""
+        """Device memory this backend holds: cached frames, output buffers (per thread, or the
+        gate's) and the passes' own buffers."""
         with self._states_lock:
             outs = self._gate.made if self._gate else len(self._states)
         own = sum(npass.memory_bytes() for npass in self._passes)

@@ -277,7 +277,7 @@ class Bm3dPass:
     # -- per frame --------------------------------------------------------------------------
 
     def new_args(self, out_ptr: int) -> int:
-        """Per-thread launch state: the thread's output buffer."""
+        """Launch state: the output buffer (a thread's, or the one the gate lent a frame)."""
         return out_ptr
 
     def launch(self, out_ptr: int, numbers: tuple, values: list, guides: list, state) -> _Lease:
