@@ -116,6 +116,12 @@ class _Calls:
     def streamWaitEvent(self, stream, event, flags=0) -> None:  # noqa: N802
         pass
 
+    def copy_to_device(self, dst, src, nbytes, stream) -> None:
+        self.runtime.memcpyAsync(dst, src, nbytes, 1, stream)
+
+    def copy_to_host(self, dst, src, nbytes, stream) -> None:
+        self.runtime.memcpyAsync(dst, src, nbytes, 2, stream)
+
 
 def _window_max_kernel(npass, dtype: np.dtype):
     """A fake NLM kernel: each output sample is the largest of its window's samples."""
@@ -146,6 +152,7 @@ def _window_max_kernel(npass, dtype: np.dtype):
 def fake_cuda(monkeypatch):
     """Install the fakes; returns (runtime, calls)."""
     runtime, calls = _Runtime(), _Calls()
+    calls.runtime = runtime  # copies to and from staging buffers count as the runtime's
     cuda = types.SimpleNamespace(
         runtime=runtime,
         alloc=_DeviceMemory,

@@ -1,5 +1,6 @@
-"""The CUDA calls made for every frame that only queue work: launches, event bookkeeping and
-V-BM3D's zeroing of accumulators.
+"""The CUDA calls made for every frame that only queue work: launches, event bookkeeping,
+copies between the device and page-locked staging buffers, and V-BM3D's zeroing of
+accumulators.
 
 CuPy releases the GIL around every CUDA call. With 16 VapourSynth threads in one process each
 release costs a wait to get the GIL back, often longer than the call (docs/BENCHMARKS.md,
@@ -54,6 +55,10 @@ class HeldCalls:
         self._wait = _bind(driver.cuStreamWaitEvent, [ptr, ptr, u32])
         self._memset = _bind(driver.cuMemsetD8Async, [ptr, ctypes.c_ubyte, ctypes.c_size_t, ptr])
         self._event_create = _bind(driver.cuEventCreate, [ctypes.POINTER(ptr), u32])
+        size = ctypes.c_size_t
+        # _v2: the entry points with 64-bit device pointers (cuda.h maps the plain names there)
+        self._to_device = _bind(driver.cuMemcpyHtoDAsync_v2, [ptr, ptr, size, ptr])
+        self._to_host = _bind(driver.cuMemcpyDtoHAsync_v2, [ptr, ptr, size, ptr])
         self._error_name = driver.cuGetErrorName
         self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
 
@@ -82,6 +87,19 @@ class HeldCalls:
         status = self._memset(address, 0, nbytes, stream)
         if status:
             self._fail("cuMemsetD8Async", status)
+
+    def copy_to_device(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """Queue a copy from page-locked host memory (only: from pageable memory the driver
+        would copy synchronously, the GIL held) to the device."""
+        status = self._to_device(dst, src, nbytes, stream)
+        if status:
+            self._fail("cuMemcpyHtoDAsync", status)
+
+    def copy_to_host(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """Queue a copy from the device to page-locked host memory (only)."""
+        status = self._to_host(dst, src, nbytes, stream)
+        if status:
+            self._fail("cuMemcpyDtoHAsync", status)
 
     def event(self) -> int:
         """A new event without timing (a raw ``CUevent``; never destroyed: callers pool them)."""
@@ -113,6 +131,14 @@ class ReleasedCalls:
     def memset(self, address: int, nbytes: int, stream: int) -> None:
         """Queue zeroing `nbytes` of device memory at `address` on `stream`."""
         self._memset(address, 0, nbytes, stream)
+
+    def copy_to_device(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """Queue a copy from page-locked host memory to the device."""
+        self._runtime.memcpyAsync(dst, src, nbytes, 1, stream)  # cudaMemcpyHostToDevice
+
+    def copy_to_host(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """Queue a copy from the device to page-locked host memory."""
+        self._runtime.memcpyAsync(dst, src, nbytes, 2, stream)  # cudaMemcpyDeviceToHost
 
     def event(self) -> int:
         """A new event without timing (a raw ``cudaEvent_t``; callers pool them)."""

@@ -19,7 +19,8 @@ the GIL while they do:
 Frames cross the bus one of two ways (``transfer``). "direct": ``cudaMemcpy2DAsync`` straight
 from and to the frames' pageable memory, one call per plane. "staged": NumPy copies (which
 release the GIL, so threads copy in parallel) into per-thread page-locked buffers laid out
-like a slot, then one ``cudaMemcpyAsync`` per frame, and the same backwards. The driver
+like a slot, then one asynchronous copy per frame, queued with the GIL kept (``_calls.py``),
+and the same backwards. The driver
 serialises pageable copies across threads, so staging wins for large frames, while its extra
 host copies cost more than they save for small ones. Measured on an H200 with 16 threads
 (scripts/gpu_check.py, backend alone), frames per second direct / staged: 1080p 8-bit luma
@@ -374,7 +375,7 @@ class CudaBackend:
                 self._calls.eventRecord(state.done.ptr, stream_ptr)
                 state.done.synchronize()  # without the GIL; the downloads below then start at once
             if self._stage_down:
-                runtime.memcpyAsync(state.down.ptr, out_ptr, self._buffer_bytes, _D2H, stream_ptr)
+                self._calls.copy_to_host(state.down.ptr, out_ptr, self._buffer_bytes, stream_ptr)
                 runtime.streamSynchronize(stream_ptr)
                 synced = True
             else:
@@ -436,7 +437,7 @@ class CudaBackend:
                         view.shape, dtype, buffer=memory, strides=(stride, itemsize)
                     )
                     copy(view, source)
-                runtime.memcpyAsync(base, stage.ptr, self._buffer_bytes, _H2D, stream_ptr)
+                self._calls.copy_to_device(base, stage.ptr, self._buffer_bytes, stream_ptr)
             else:
                 for plane, (offset, pitch, row_bytes, rows) in self._geometry.items():
                     address, stride, _ = planes[plane]
