@@ -76,7 +76,8 @@ VARIABLES: tuple[Variable, ...] = (
         "`auto` / `direct` / `staged` / `staged-upload` / `staged-download`",
         "auto",
         "How frames cross the bus: straight from and to VapourSynth's memory, or through "
-        "page-locked buffers (`auto`: staged from 3 MiB a frame); for comparisons.",
+        "page-locked buffers (`auto`: staged from 3 MiB a frame, and for one-frame windows); "
+        "for comparisons.",
         choices=("auto", "direct", "staged", "staged-upload", "staged-download"),
     ),
     Variable(

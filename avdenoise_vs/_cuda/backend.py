@@ -25,7 +25,10 @@ serialises pageable copies across threads, so staging wins for large frames, whi
 host copies cost more than they save for small ones. Measured on an H200 with 16 threads
 (scripts/gpu_check.py, backend alone), frames per second direct / staged: 1080p 8-bit luma
 3224 / 2702, 1080p 4:2:0 8-bit all planes 1621 / 1779, 1080p 16-bit luma 1962 / 2576, 2160p
-8-bit luma 759 / 1016. "auto" (the default) stages frames of 3 MiB or more.
+8-bit luma 759 / 1016. Under vspipe, 1080p 8-bit luma with a one-frame window (NLM d=0)
+ran faster staged in every A/B run of session 5 (median 2735 fps against 2390 direct, ten
+runs), and with d=1 slower (1825 against 2421-2593). "auto" (the default) therefore stages
+frames of 3 MiB or more, and frames of one-frame windows.
 
 Measured GIL-held time per frame, single-threaded: about 90-150 us (an upper bound, counting
 the kernel launch as held), against 250 us of kernel time for 1080p luma with d=1, a=2, s=4.
@@ -66,7 +69,8 @@ _WARM_FRAME = 1 << 40  # ... and frame numbers
 _H2D = 1  # cudaMemcpyHostToDevice
 _D2H = 2  # cudaMemcpyDeviceToHost
 _TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
-#: "auto" stages frames (all planes a pass reads, device layout) of at least this many bytes.
+#: "auto" stages frames (all planes a pass reads, device layout) of at least this many bytes,
+#: and the frames of one-frame windows (module notes).
 _STAGE_MIN_BYTES = 3 << 20
 #: Devices that backends of this process run on (see ``_run``).
 _DEVICES_IN_USE: set[int] = set()
@@ -148,7 +152,8 @@ class CudaBackend:
     transfer : {"auto", "staged", "direct", "staged-upload", "staged-download"}
         How frames cross the bus: through per-thread page-locked buffers, straight from and
         to the frames' pageable memory, or staged in one direction only (for benchmarks).
-        "auto" stages frames of 3 MiB or more (see the module notes), unless the environment
+        "auto" stages frames of 3 MiB or more, and those of one-frame windows (see the module
+        notes), unless the environment
         variable ``AVDENOISE_TRANSFER`` names one of the others.
 
     Raises
@@ -217,7 +222,8 @@ class CudaBackend:
             offset += _align(pitch * height)
         self._buffer_bytes = max(offset, _ALIGN)
         if transfer == "auto":
-            transfer = "staged" if self._buffer_bytes >= _STAGE_MIN_BYTES else "direct"
+            large = self._buffer_bytes >= _STAGE_MIN_BYTES
+            transfer = "staged" if large or self._window == 1 else "direct"
         self.transfer = transfer
         self._stage_up = transfer in ("staged", "staged-upload")
         self._stage_down = transfer in ("staged", "staged-download")

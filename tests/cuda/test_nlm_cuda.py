@@ -209,11 +209,14 @@ def test_warm_up_does_not_disturb_frames():
     assert backend.memory_bytes() > 0
 
 
-def test_auto_transfer_stages_large_frames_only():
-    passes = (options((0,), Distance.LUMA),)
-    small = CudaBackend(passes, layout("gray", bits=8, width=1920, height=1080), None)
-    large = CudaBackend(passes, layout("gray", bits=16, width=1920, height=1080), None)
-    assert (small.transfer, large.transfer) == ("direct", "staged")
+def test_auto_transfer_stages_large_frames_and_one_frame_windows():
+    luma8, luma16 = (layout("gray", bits=b, width=1920, height=1080) for b in (8, 16))
+    temporal, spatial = ((options((0,), Distance.LUMA, r=r),) for r in (1, 0))
+    chosen = [
+        CudaBackend(p, f, None).transfer
+        for p, f in ((temporal, luma8), (temporal, luma16), (spatial, luma8))
+    ]
+    assert chosen == ["direct", "staged", "staged"]
 
 
 def test_unwritten_planes_are_left_alone():
