@@ -1,6 +1,10 @@
 """Check the CUDA NLM backend against the NumPy oracle briefly, then time it alone (no VapourSynth).
 
-Usage: PYTHONPATH=$PWD python3 scripts/gpu_check.py [--quick] [--json PATH]
+Usage: PYTHONPATH=$PWD python3 scripts/gpu_check.py [--quick] [--json PATH] [--only NAME]
+       PYTHONPATH=$PWD python3 scripts/gpu_check.py --scaling 1,2,4,8,16 --only d0a2s4
+
+``--scaling`` skips the checks and prints, for the ``--only`` configs, the backend's frames per
+second at each thread count: whether the backend alone (no VapourSynth) scales with threads.
 
 Timing drives ``CudaBackend.process`` the way the bridge does: T threads each take the next
 frame number from a shared counter and process it, with host planes of a pool of distinct
@@ -361,6 +365,22 @@ def time_config(name, fmt, passes, frames: int, transfer: str) -> dict:
     return row
 
 
+def scaling(thread_counts: list[int], only: str) -> None:
+    """Print the frames per second of each config at each thread count (backend alone)."""
+    print(f"{'config':24s} {'transfer':15s} " + " ".join(f"{t:>6d}T" for t in thread_counts))
+    for name, fmt, passes, frames, transfer in TIMING:
+        if only not in name:
+            continue
+        backend = CudaBackend(passes, fmt, device_index=None, transfer=transfer)
+        backend.warm_up()
+        throughput(backend, fmt, passes, 64, max(thread_counts), start=100)  # thread states
+        rates = [
+            throughput(backend, fmt, passes, frames, threads, start=10_000 + 10_000 * i)
+            for i, threads in enumerate(thread_counts)
+        ]
+        print(f"{name:24s} {transfer:15s} " + " ".join(f"{fps:7.0f}" for fps in rates))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a third of the frames")
@@ -368,7 +388,11 @@ def main() -> None:
         "--json", default=os.path.join(os.environ.get("OUT", "."), "gpu_check.json")
     )
     parser.add_argument("--only", default="", help="substring of the timing configs to run")
+    parser.add_argument("--scaling", default="", help="thread counts: fps at each, nothing else")
     args = parser.parse_args()
+    if args.scaling:
+        scaling([int(t) for t in args.scaling.split(",")], args.only)
+        return
     props = cupy.cuda.runtime.getDeviceProperties(0)
     print(f"device {props['name'].decode()}  cupy {cupy.__version__}  numpy {np.__version__}")
     report = {"parity": [], "timing": [], "copies": {}, "variants": {}}
