@@ -10,6 +10,9 @@ the denoisers. fps is timed by vspipe, as users run filters; time to the first f
 and GPU memory are measured in the worker process. Equal parameters everywhere (d, a, s, h, channels); vsavd takes only the
 radii and strength it understands. The table lists fps, time to the first frame, PSNR of the
 luma against the clean clip and GPU memory of the process. The harness is scripts/_bench.py.
+Two columns are not denoisers: "source" renders the noisy clip alone (the harness's ceiling),
+"write" rewrites the planes a denoiser would write (VapourSynth's own cost of a filter that
+allocates and fills a new frame, with no GPU and no Python).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ CASES = {
     "Y d1 a2 s4 16-bit": ("YUV420P16", 1920, 1080, 1, 2, 4, "Y"),
     "Y d1 a2 s4 4K": ("YUV420P8", 3840, 2160, 1, 2, 4, "Y"),
 }
-PLUGINS = ("source", "avdenoise", "vszipcu", "knlm", "nlm_cuda", "vsavd")
+PLUGINS = ("source", "write", "avdenoise", "vszipcu", "knlm", "nlm_cuda", "vsavd")
 STRENGTH = 2.4
 NOISE = 12.0  # peak-to-peak of the uniform noise, in 8-bit codes
 NOISE_MODEL = _bench.Noise("uniform", NOISE)
@@ -44,6 +47,10 @@ def build_filter(core, plugin: str, clip, d: int, a: int, s: int, channels: str)
     h = STRENGTH
     if plugin == "source":
         return clip
+    if plugin == "write":  # a native filter writing the same planes: what any filter pays
+        # The mean of a frame with itself: every written sample is the input's; weight 0
+        # passes a plane through unwritten.
+        return core.std.Merge(clip, clip, weight=[0.5, 0.0] if channels == "Y" else [0.5])
     if plugin == "avdenoise":
         mode = "luma" if channels == "Y" else "yuv"
         return core.avdenoise.Denoise(
