@@ -20,15 +20,15 @@ Frames cross the bus one of two ways (``transfer``). "direct": ``cudaMemcpy2DAsy
 from and to the frames' pageable memory, one call per plane. "staged": NumPy copies (which
 release the GIL, so threads copy in parallel) into per-thread page-locked buffers laid out
 like a slot, then one asynchronous copy per frame, queued with the GIL kept (``_calls.py``),
-and the same backwards. The driver
-serialises pageable copies across threads, so staging wins for large frames, while its extra
-host copies cost more than they save for small ones. Measured on an H200 with 16 threads
-(scripts/gpu_check.py, backend alone), frames per second direct / staged: 1080p 8-bit luma
-3224 / 2702, 1080p 4:2:0 8-bit all planes 1621 / 1779, 1080p 16-bit luma 1962 / 2576, 2160p
-8-bit luma 759 / 1016. Under vspipe, 1080p 8-bit luma with a one-frame window (NLM d=0)
-ran faster staged in every A/B run of session 5 (median 2735 fps against 2390 direct, ten
-runs), and with d=1 slower (1825 against 2421-2593). "auto" (the default) therefore stages
-frames of 3 MiB or more, and frames of one-frame windows.
+and the same backwards. The driver serialises pageable copies across threads, so staging wins
+for large frames, while its extra host copies cost more than they save for small ones.
+Measured on an H200 with 16 threads (scripts/gpu_check.py, backend alone), frames per second
+direct / staged: 1080p 8-bit luma 3224 / 2702, 1080p 4:2:0 8-bit all planes 1621 / 1779,
+1080p 16-bit luma 1962 / 2576, 2160p 8-bit luma 759 / 1016. Under vspipe, 1080p 8-bit luma
+with a one-frame window (NLM d=0) ran faster staged in every A/B run of session 5 (median
+2735 fps in six runs against 2390 direct in four), and with d=1 slower (1825 against
+2421-2593). "auto" (the default) therefore stages frames of 3 MiB or more, and frames of
+one-frame windows.
 
 Measured GIL-held time per frame, single-threaded: about 90-150 us (an upper bound, counting
 the kernel launch as held), against 250 us of kernel time for 1080p luma with d=1, a=2, s=4.
@@ -153,8 +153,7 @@ class CudaBackend:
         How frames cross the bus: through per-thread page-locked buffers, straight from and
         to the frames' pageable memory, or staged in one direction only (for benchmarks).
         "auto" stages frames of 3 MiB or more, and those of one-frame windows (see the module
-        notes), unless the environment
-        variable ``AVDENOISE_TRANSFER`` names one of the others.
+        notes), unless the environment variable ``AVDENOISE_TRANSFER`` names one of the others.
 
     Raises
     ------
