@@ -81,6 +81,15 @@ VARIABLES: tuple[Variable, ...] = (
         choices=("auto", "direct", "staged", "staged-upload", "staged-download"),
     ),
     Variable(
+        "AVDENOISE_HOST_COPIES",
+        "`bridge` / `python`",
+        "bridge",
+        "Staged frames: the native bridge copies them between VapourSynth's frames and the "
+        "page-locked buffers, and waits for the GPU, without the GIL, so that a frame takes "
+        "the GIL once (`bridge`); or Python does (`python`); for comparisons.",
+        choices=("bridge", "python"),
+    ),
+    Variable(
         "AVDENOISE_BM3D_WORKSPACES",
         "a positive integer",
         "4 spatial, 3 V-BM3D",

@@ -21,7 +21,9 @@ Planner = Callable[[FrameLayout], tuple[PlaneOptions, ...]]
 class FilterPlan:
     """What the bridge needs to run a filter (see ``_native/bridge.c``).
 
-    ``process`` is the backend's own bound method, so a frame costs one Python call.
+    ``process`` is the backend's own bound method (``bridge_process`` where the backend has
+    one: it leaves the GIL-free part of a frame to the bridge), so a frame costs one Python
+    call.
     """
 
     __slots__ = ("inputs", "radius", "copy_planes", "backend", "process")
@@ -31,7 +33,7 @@ class FilterPlan:
         self.radius = radius
         self.copy_planes = copy_planes
         self.backend = backend
-        self.process = backend.process
+        self.process = getattr(backend, "bridge_process", backend.process)
 
 
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:

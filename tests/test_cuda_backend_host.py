@@ -101,11 +101,26 @@ class _Runtime:
         self._count("streamSynchronize")
 
 
+_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)  # the bridge's wait function type
+
+
 class _Calls:
-    """``cuda_calls()``: launches run the fake kernel registered under the function handle."""
+    """``cuda_calls()``: launches run the fake kernel registered under the function handle;
+    ``synchronize_address`` is a C-callable function that counts the bridge's waits."""
 
     def __init__(self) -> None:
         self.kernels = {}
+        self.waits = 0
+        self.wait_status = 0  # what the bridge's wait returns (0: success)
+        self._wait = _WAIT(self._bridge_wait)  # kept alive: the address points into it
+        self.synchronize_address = ctypes.cast(self._wait, ctypes.c_void_p).value
+
+    def _bridge_wait(self, stream) -> int:
+        self.waits += 1
+        return self.wait_status
+
+    def stream_idle(self, stream) -> bool:
+        return True
 
     def launch(self, function, grid, block, shared, stream, args) -> None:
         self.kernels[function](args.record)
@@ -218,14 +233,63 @@ def _plane(array: np.ndarray):
     return array.ctypes.data, array.strides[0], memoryview(rows)
 
 
-def _process(backend, layout, frames, n, radius, written):
+class _Bridge:
+    """What ``bridge.c`` does around ``bridge_process``, in Python: each thread's staging
+    requests are honoured on its next frame (whose centre then arrives as None), and the
+    host step is done after the call (waited through its C address, rows copied out)."""
+
+    def __init__(self) -> None:
+        self.requests = threading.local()
+        self.staged_frames = 0
+
+    def process(self, backend, n, numbers, windows, dst):
+        centre = len(numbers) // 2
+        windows = [list(window) for window in windows]
+        for i, plane, address, stride in getattr(self.requests, "copies", ()):
+            src_address, src_stride, memory = windows[i][centre][plane]
+            rows = backend.layout.plane_shape(plane)[0]
+            row_bytes = backend.layout.plane_shape(plane)[1] * backend.layout.dtype.itemsize
+            for row in range(rows):
+                ctypes.memmove(address + row * stride, src_address + row * src_stride, row_bytes)
+        for i in {copy[0] for copy in getattr(self.requests, "copies", ())}:
+            windows[i][centre] = None
+            self.staged_frames += 1
+        self.requests.copies = ()
+        step = backend.bridge_process(n, numbers, tuple(map(tuple, windows)), dst)
+        if step is None:
+            return
+        wait_address, argument, outs, self.requests.copies = step
+        if wait_address and _WAIT(wait_address)(argument):
+            raise RuntimeError("avdenoise: waiting for the GPU failed")
+        for plane, address, stride in outs:
+            dst_address, dst_stride, _ = dst[plane]
+            rows, width = backend.layout.plane_shape(plane)
+            for row in range(rows):
+                ctypes.memmove(
+                    dst_address + row * dst_stride,
+                    address + row * stride,
+                    width * backend.layout.dtype.itemsize,
+                )
+
+
+@pytest.fixture(params=["python", "bridge"])
+def caller(request, monkeypatch):
+    """Who finishes frames: Python (``process``) or the bridge (``bridge_process``)."""
+    monkeypatch.setenv("AVDENOISE_HOST_COPIES", request.param)
+    return _Bridge() if request.param == "bridge" else None
+
+
+def _process(backend, layout, frames, n, radius, written, caller=None):
     """One call of the bridge's protocol for frame n; returns the output planes."""
     numbers = tuple(min(max(n + t, 0), LENGTH - 1) for t in range(-radius, radius + 1))
     keep = [[_padded(a) for a in frames[f]] for f in numbers]
     windows = (tuple(tuple(_plane(a) for a in planes) for planes in keep),)
     out = [_padded(np.zeros(layout.plane_shape(p), layout.dtype)) for p in range(3)]
     dst = tuple(_plane(out[p]) if p in written else None for p in range(layout.num_planes))
-    backend.process(n, numbers, windows, dst)
+    if caller is None:
+        backend.process(n, numbers, windows, dst)
+    else:
+        caller.process(backend, n, numbers, windows, dst)
     return out
 
 
@@ -250,24 +314,24 @@ LAYOUTS = {
 }
 
 
-def _backend(name: str, transfer: str):
+def _backend(name: str, transfer: str, radius: int = 1, **kwargs):
     layout, groups = LAYOUTS[name]
-    passes = tuple(_nlm(planes, distance) for planes, distance in groups)
-    backend = cuda_backend.CudaBackend(passes, layout, transfer=transfer)
+    passes = tuple(_nlm(planes, distance, radius) for planes, distance in groups)
+    backend = cuda_backend.CudaBackend(passes, layout, transfer=transfer, **kwargs)
     written = {p for options in passes for p in options.planes}
     return backend, layout, written
 
 
 @pytest.mark.parametrize("transfer", ["direct", "staged"])
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_every_plane_gets_its_window_in_order(fake_cuda, name, transfer):
+def test_every_plane_gets_its_window_in_order(fake_cuda, caller, name, transfer):
     runtime, _ = fake_cuda
     backend, layout, written = _backend(name, transfer)
     backend.warm_up()
     frames = _frames(layout)
     before = dict(runtime.counts)
     for n in range(LENGTH):
-        out = _process(backend, layout, frames, n, 1, written)
+        out = _process(backend, layout, frames, n, 1, written, caller)
         for p in written:
             np.testing.assert_array_equal(out[p], _expected(frames, n, 1, p), err_msg=f"{n}/{p}")
     # Every source frame crossed the bus once, one copy per plane (direct) or per frame.
@@ -309,3 +373,73 @@ def test_failed_upload_fails_the_frame_and_the_next_call_uploads_again(fake_cuda
         _process(backend, layout, frames, 3, 1, written)
     out = _process(backend, layout, frames, 3, 1, written)
     np.testing.assert_array_equal(out[0], _expected(frames, 3, 1, 0))
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_bridge_stages_one_frame_windows_and_finishes_them(fake_cuda, name, monkeypatch):
+    """Radius 0, staged: after a thread's first frame the bridge copies each frame into the
+    staging buffer before the call, Python copies nothing, and the bridge waits and copies out."""
+    monkeypatch.setenv("AVDENOISE_HOST_COPIES", "bridge")
+    runtime, calls = fake_cuda
+    bridge = _Bridge()
+    backend, layout, written = _backend(name, "staged", radius=0)
+    python_copies = []
+
+    def copy(dst, src):
+        python_copies.append(dst.shape)
+        np.copyto(dst, src)
+
+    backend._copy = copy
+    frames = _frames(layout)
+    for n in range(LENGTH):
+        out = _process(backend, layout, frames, n, 0, written, bridge)
+        for p in written:
+            np.testing.assert_array_equal(out[p], frames[n][p], err_msg=f"{n}/{p}")
+    assert bridge.staged_frames == LENGTH - 1  # all but the thread's first
+    assert len(python_copies) == layout.num_planes  # the first frame's upload only
+    assert calls.waits == LENGTH
+    assert runtime.counts.get("streamSynchronize", 0) == 0
+
+
+def test_bridge_threads_evict_and_reuse_slots(fake_cuda, monkeypatch):
+    """Slots of frames the bridge finishes are released by the thread's next frame: with a
+    cache smaller than the frames in flight, every frame still gets its own samples."""
+    monkeypatch.setenv("AVDENOISE_HOST_COPIES", "bridge")
+    bridge = _Bridge()
+    backend, layout, written = _backend("GRAY8", "staged", radius=0, cache_slots=2)
+    frames = _frames(layout)
+    results, errors = {}, []
+
+    def render(ns):
+        try:
+            for n in ns:
+                results[n] = _process(backend, layout, frames, n, 0, written, bridge)[0]
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    order = [n % LENGTH for n in range(4 * LENGTH)]
+    threads = [threading.Thread(target=render, args=(order[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors
+    for n in range(LENGTH):
+        np.testing.assert_array_equal(results[n], frames[n][0])
+    assert bridge.staged_frames > 0
+
+
+def test_failed_bridge_wait_fails_the_frame_and_the_next_one_synchronizes(fake_cuda, monkeypatch):
+    monkeypatch.setenv("AVDENOISE_HOST_COPIES", "bridge")
+    runtime, calls = fake_cuda
+    bridge = _Bridge()
+    backend, layout, written = _backend("GRAY8", "staged", radius=0)
+    frames = _frames(layout)
+    calls.wait_status = 7
+    with pytest.raises(RuntimeError, match="waiting for the GPU failed"):
+        _process(backend, layout, frames, 2, 0, written, bridge)
+    calls.wait_status = 0
+    monkeypatch.setattr(calls, "stream_idle", lambda stream: False)  # still busy, say
+    out = _process(backend, layout, frames, 3, 0, written, bridge)
+    np.testing.assert_array_equal(out[0], frames[3][0])
+    assert runtime.counts["streamSynchronize"] == 1  # the failed frame's, before reuse

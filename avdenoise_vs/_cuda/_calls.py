@@ -59,8 +59,12 @@ class HeldCalls:
         # _v2: the entry points with 64-bit device pointers (cuda.h maps the plain names there)
         self._to_device = _bind(driver.cuMemcpyHtoDAsync_v2, [ptr, ptr, size, ptr])
         self._to_host = _bind(driver.cuMemcpyDtoHAsync_v2, [ptr, ptr, size, ptr])
+        self._query = _bind(driver.cuStreamQuery, [ptr])
         self._error_name = driver.cuGetErrorName
         self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        #: ``cuStreamSynchronize``'s address, for the bridge to wait without the GIL
+        #: (``CUresult (*)(CUstream)``, the bridge's ``int (*)(void *)``).
+        self.synchronize_address = ctypes.cast(driver.cuStreamSynchronize, ctypes.c_void_p).value
 
     def launch(self, function: int, grid, block, shared: int, stream: int, args) -> None:
         """Queue `function` (a ``CUfunction``) with `args` (:class:`KernelArgs`)."""
@@ -101,6 +105,13 @@ class HeldCalls:
         if status:
             self._fail("cuMemcpyDtoHAsync", status)
 
+    def stream_idle(self, stream: int) -> bool:
+        """Whether `stream` has finished all its work (raises on a failed stream)."""
+        status = self._query(stream)
+        if status and status != _NOT_READY:
+            self._fail("cuStreamQuery", status)
+        return not status
+
     def event(self) -> int:
         """A new event without timing (a raw ``CUevent``; never destroyed: callers pool them)."""
         handle = ctypes.c_void_p()
@@ -118,6 +129,8 @@ class HeldCalls:
 
 class ReleasedCalls:
     """The same calls through CuPy, which releases the GIL around each."""
+
+    synchronize_address = None  # no address of a driver entry point: Python waits
 
     def __init__(self) -> None:
         import cupy
@@ -149,6 +162,8 @@ class ReleasedCalls:
         self._launch(function, *grid, *block, shared, stream, args.address, 0)
 
 
+#: ``CUDA_ERROR_NOT_READY``: what ``cuStreamQuery`` returns while work is pending.
+_NOT_READY = 600
 #: ``CU_EVENT_DISABLE_TIMING`` (``cudaEventDisableTiming``): events only for ordering.
 _EVENT_DISABLE_TIMING = 2
 #: ``CU_CTX_SCHED_*`` flag of each ``AVDENOISE_CUDA_SYNC`` value ("auto" leaves the driver's).

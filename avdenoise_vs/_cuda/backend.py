@@ -16,6 +16,15 @@ the GIL while they do:
    (launches and event calls only queue work, so they keep the GIL: see ``_calls.py``);
 4. the output comes back into the bridge's frame, then ``cudaStreamSynchronize``.
 
+Staged frames leave the waiting to the bridge: :meth:`CudaBackend.bridge_process` queues the
+download and returns the thread's *host step* (bridge.c's contract), and the bridge, with the
+GIL released, waits on ``cuStreamSynchronize``, copies the output planes out of the staging
+buffer and, for one-frame windows, copies the thread's next frame into its upload buffer
+before that frame takes the GIL. Such a frame takes the GIL once instead of four times; the
+slots it read are released by the thread's next frame (:meth:`_release_pending`). On the
+H200, NLM Y d=0 under vspipe with 16 threads ran at 5141 and 4975 fps this way against 3500
+and 3310 with Python's copies, interleaved in one call (docs/BENCHMARKS.md, session 6).
+
 Frames cross the bus one of two ways (``transfer``). "direct": ``cudaMemcpy2DAsync`` straight
 from and to the frames' pageable memory, one call per plane. "staged": NumPy copies (which
 release the GIL, so threads copy in parallel) into per-thread page-locked buffers laid out
@@ -85,7 +94,7 @@ class _ThreadState:
     output buffer and the arguments come from the gate instead when the passes have one)."""
 
     __slots__ = ("stream", "stream_ptr", "out", "out_ptr", "args", "staging", "down", "done",
-                 "__weakref__")  # fmt: skip
+                 "host_step", "pending", "__weakref__")  # fmt: skip
 
 
 class _Pinned:
@@ -232,6 +241,13 @@ class CudaBackend:
             p: (g[0], g[1], layout.plane_shape(p)) for p, g in self._geometry.items()
         }
         self._copy = np.copyto  # releases the GIL for large arrays; a seam for benchmarks
+        # Staged frames: the bridge copies them and waits for the stream without the GIL,
+        # where the driver's wait can be handed to it (see _host_step).
+        self._bridge_copies = (
+            self._stage_down
+            and switch("AVDENOISE_HOST_COPIES") == "bridge"
+            and self._calls.synchronize_address is not None
+        )
         offsets = {p: g[0] for p, g in self._geometry.items()}
         pitches = {p: g[1] for p, g in self._geometry.items()}
 
@@ -276,8 +292,15 @@ class CudaBackend:
     # -- the bridge's frame protocol ------------------------------------------------------
 
     def process(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple) -> None:
-        """Fill the processed planes of ``dst`` (the bridge's frame protocol)."""
-        self._run(0, frame_numbers, windows, dst)
+        """Fill the processed planes of ``dst`` (the bridge's frame protocol, for Python
+        callers: the host step is done here)."""
+        self._finish_here(self._run(0, frame_numbers, windows, dst), dst)
+
+    def bridge_process(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple):
+        """The bridge's frame protocol: returns the host step that the bridge then does
+        without the GIL (waiting for the stream, copying the output planes into ``dst`` and
+        this thread's next frame into its staging buffers), or None when ``dst`` is done."""
+        return self._run(0, frame_numbers, windows, dst)
 
     def warm_up(self) -> None:
         """Run the whole per-frame pipeline once on a synthetic frame of the layout.
@@ -305,7 +328,7 @@ class CudaBackend:
         )
         written = {p for options in self.passes for p in options.written_planes}
         dst = tuple(plane(p) if p in written else None for p in range(layout.num_planes))
-        self._run(_WARM_BASE, frame_numbers, windows, dst)
+        self._finish_here(self._run(_WARM_BASE, frame_numbers, windows, dst), dst)
         self._cache.forget(
             [(_WARM_BASE + i, f) for i in range(self._num_inputs) for f in frame_numbers]
         )
@@ -336,8 +359,12 @@ class CudaBackend:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _run(self, base: int, frame_numbers: tuple, windows: tuple, dst: tuple) -> None:
-        """One frame: upload missing window frames, launch every pass, download the output."""
+    def _run(self, base: int, frame_numbers: tuple, windows: tuple, dst: tuple):
+        """One frame: upload missing window frames, launch every pass, download the output.
+
+        Returns the thread's host step (see :meth:`_new_host_step`) when the bridge is to
+        finish the frame, else None.
+        """
         runtime = self._runtime
         # Each call that releases the GIL costs a wait to get it back under 16 threads
         # (docs/BENCHMARKS.md): set the device only on a thread's first frame, unless this
@@ -347,18 +374,21 @@ class CudaBackend:
             runtime.setDevice(self.device_id)
         if state is None:
             state = self._new_state()
+        self._release_pending(state)
         stream_ptr = state.stream_ptr
         distinct = list(dict.fromkeys(frame_numbers))
         keys = [(base + i, f) for i in range(self._num_inputs) for f in distinct]
         entries, fresh = self._cache.acquire(keys)
-        synced = False
+        synced = deferred = False
         leases = []  # per-pass resources held until the stream has synchronized
         out = None  # the gate's output buffer, while this frame has one
         try:
             for index, entry in enumerate(fresh):
                 input_index, frame = entry.key
                 planes = windows[input_index - base][frame_numbers.index(frame)]
-                self._upload(entry, planes, state, index)
+                # A one-frame window's staging buffer is its input's: the bridge fills it.
+                stage = input_index - base if self._window == 1 else index
+                self._upload(entry, planes, state, stage)
             wait_for(entries, stream_ptr, self._calls)
 
             slots = dict(zip(keys, (entry.slot.ptr for entry in entries), strict=True))
@@ -381,8 +411,12 @@ class CudaBackend:
                 state.done.synchronize()  # without the GIL; the downloads below then start at once
             if self._stage_down:
                 self._calls.copy_to_host(state.down.ptr, out_ptr, self._buffer_bytes, stream_ptr)
-                runtime.streamSynchronize(stream_ptr)
-                synced = True
+                # The bridge waits for an ungated stream; a gated frame's output buffer goes
+                # back to the gate, so its copy must be done first.
+                deferred = self._bridge_copies and out is None
+                if not deferred:
+                    runtime.streamSynchronize(stream_ptr)
+                    synced = True
             else:
                 for plane, offset, pitch, row_bytes, rows in self._downloads:
                     address, stride, _ = dst[plane]
@@ -392,24 +426,81 @@ class CudaBackend:
                 # A copy into pageable host memory returns only once it has completed (CUDA's
                 # API synchronisation rules), so the stream is idle here: no synchronise call.
                 synced = True
-            for entry in entries:
-                entry.complete = True
+            if synced:
+                for entry in entries:
+                    entry.complete = True
         except BaseException:
             self._cache.abandon(fresh)
             raise
         finally:
-            if not synced:
+            if not synced and not deferred:
                 try:  # nothing may still read a slot once it is released
                     runtime.streamSynchronize(stream_ptr)
                 except Exception:  # the original error matters more
                     thread_debug(logger, "avdenoise: stream synchronize after an error failed")
+            if deferred:  # released by this thread's next frame, once the bridge has waited
+                state.pending = (entries, leases)
+            else:
+                self._cache.release(entries)
+                for npass, lease in leases:
+                    npass.release(lease)
+            if out is not None:
+                self._gate.leave(out)
+        if not self._stage_down:
+            return None
+        if self._bridge_copies:
+            return state.host_step
+        self._copy_out(state.down, dst)  # after the GPU part is given back: the next may enter
+        return None
+
+    def _release_pending(self, state: _ThreadState) -> None:
+        """Release the slots and leases of the thread's last frame, whose stream the bridge
+        waited for (checked here: a failed wait must not let another frame reuse a slot that
+        a kernel may still read)."""
+        pending, state.pending = state.pending, None
+        if pending is None:
+            return
+        entries, leases = pending
+        try:
+            if not self._calls.stream_idle(state.stream_ptr):
+                self._runtime.streamSynchronize(state.stream_ptr)
+            for entry in entries:
+                entry.complete = True
+        finally:
             self._cache.release(entries)
             for npass, lease in leases:
                 npass.release(lease)
-            if out is not None:
-                self._gate.leave(out)
-        if self._stage_down:  # after the GPU part is given back: the next frame may enter
-            self._copy_out(state.down, dst)
+
+    def _finish_here(self, host_step, dst: tuple) -> None:
+        """Do a host step in Python, as the bridge would (the staging requests aside), and
+        release what the frame held."""
+        if host_step is None:
+            return
+        state = self._local.state
+        wait_address, stream_ptr, _, _ = host_step
+        if wait_address:
+            self._runtime.streamSynchronize(stream_ptr)
+        self._copy_out(state.down, dst)
+        self._release_pending(state)
+
+    def _new_host_step(self, state: _ThreadState) -> tuple:
+        """The thread's host step for the bridge, the same every frame (bridge.c's contract):
+        wait for the stream (ungated: the gate's frames are waited for in :meth:`_run`),
+        copy the written planes out of the download buffer, and, for one-frame windows,
+        copy the next frame's planes into the upload buffers before the GIL is taken."""
+        wait = (self._calls.synchronize_address, state.stream_ptr) if self._gate is None else (0, 0)
+        down = state.down.ptr
+        outs = tuple((plane, down + offset, pitch) for plane, offset, pitch, *_ in self._downloads)
+        staging = ()
+        if self._stage_up and self._window == 1:
+            while len(state.staging) < self._num_inputs:
+                state.staging.append(self._new_pinned())
+            staging = tuple(
+                (i, plane, state.staging[i].ptr + offset, pitch)
+                for i in range(self._num_inputs)
+                for plane, (offset, pitch, _, _) in self._geometry.items()
+            )
+        return (*wait, outs, staging)
 
     def _copy_out(self, down: _Pinned, dst: tuple) -> None:
         """Copy the written planes from a staging buffer into the bridge's frame (NumPy
@@ -424,8 +515,9 @@ class CudaBackend:
     def _upload(self, entry, planes, state: _ThreadState, index: int) -> None:
         """Queue the copies of one frame's planes into its slot and record the slot's event.
 
-        `index` numbers the uploads of this frame: each uses its own staging buffer, free
-        again once the thread's stream synchronizes at the end of the frame.
+        `index` picks the thread's staging buffer, free again once the thread's stream
+        synchronizes at the end of the frame. `planes` is None when the bridge has already
+        copied the frame into that buffer (see :meth:`_new_host_step`).
         """
         runtime = self._runtime
         stream_ptr = state.stream_ptr
@@ -436,7 +528,7 @@ class CudaBackend:
                     state.staging.append(self._new_pinned())
                 stage = state.staging[index]
                 dtype, itemsize, copy = self._dtype, self._dtype.itemsize, self._copy
-                for plane, view in stage.views.items():
+                for plane, view in stage.views.items() if planes is not None else ():
                     _, stride, memory = planes[plane]
                     source = np.ndarray(
                         view.shape, dtype, buffer=memory, strides=(stride, itemsize)
@@ -476,6 +568,8 @@ class CudaBackend:
         state.staging = []
         state.down = self._new_pinned() if self._stage_down else None
         state.done = cupy.cuda.Event(block=True, disable_timing=True) if self._sleep_wait else None
+        state.pending = None
+        state.host_step = self._new_host_step(state) if self._bridge_copies else None
         self._local.state = state
         with self._states_lock:
             self._states.add(state)

@@ -10,9 +10,21 @@
  *                                  the first one is the clip the output copies format from
  *   plan.radius: int               temporal radius of the window
  *   plan.copy_planes: tuple[int]   planes passed through from the centre frame, by reference
- *   plan.process(n, frame_numbers, windows, dst) -> None
- *       windows[i][t][plane] = (address, stride, memoryview) of input i, window position t;
+ *   plan.process(n, frame_numbers, windows, dst) -> None or a host step (below)
+ *       windows[i][t][plane] = (address, stride, memoryview) of input i, window position t,
+ *       or windows[i][t] = None where the bridge already copied that frame (staging below);
  *       dst[plane] likewise, writable, or None for a copied plane.
+ *
+ * A host step is work that needs no Python, done after the GIL is released, so that a frame
+ * takes the GIL once (each take costs a wait under many threads, see docs/BENCHMARKS.md):
+ *   (wait_address, wait_argument, out_copies, next_staging)
+ *   wait_address: 0, or an `int (*)(void *)` called with wait_argument (0 = success), such as
+ *       the driver's cuStreamSynchronize; the copies wait for it.
+ *   out_copies: ((plane, address, stride), ...) rows copied into dst's plane.
+ *   next_staging: ((input, plane, address, stride), ...) where, before this thread's next
+ *       frame of this filter takes the GIL, the bridge copies that plane of input's centre
+ *       frame; that frame then arrives as None. The memory must stay valid for the thread's
+ *       next frame (the plan owns it, per thread).
  *
  * The GIL is held only around calls into Python. Python symbols come from the host process
  * (vspipe's libpython or the python executable), which is why nothing here links libpython.
@@ -28,8 +40,36 @@
 #define BRIDGE_MODULE "avdenoise_vs._bridge"
 #define MAX_INPUTS 4
 #define MAX_WINDOW 65
+#define MAX_STAGING (MAX_INPUTS * 3)
 
 typedef struct {
+    int input, plane;
+    char *address;
+    ptrdiff_t stride;
+} PlaneCopy;
+
+/* The part of a frame done after Python returns, without the GIL (see the contract above). */
+typedef struct {
+    int (*wait)(void *);
+    void *wait_argument;
+    int num_out;
+    PlaneCopy out[3];
+} HostStep;
+
+/* Where this thread copies its next frame of one filter before taking the GIL. Filters are
+ * told apart by id, never by address, which a freed filter's successor may reuse. */
+typedef struct {
+    unsigned long long filter_id;
+    int count;
+    PlaneCopy copies[MAX_STAGING];
+} Staging;
+
+#define STAGING_RECORDS 4 /* per thread; a collision only costs a frame its early copy */
+static _Thread_local Staging thread_staging[STAGING_RECORDS];
+static unsigned long long last_filter_id; /* assigned under the GIL */
+
+typedef struct {
+    unsigned long long id;
     PyObject *plan;
     VSNode *nodes[MAX_INPUTS];
     int num_inputs;
@@ -164,9 +204,108 @@ static PyGILState_STATE take_gil(void) {
     return PyGILState_Ensure();
 }
 
-/* Calls plan.process; returns 0 on success, else fills `error`. */
-static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW], VSFrame *dst,
-                       char *error, size_t error_size, const VSAPI *vsapi) {
+static void copy_rows(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,
+                      size_t row_bytes, int rows) {
+    if (dst_stride == src_stride && (size_t)dst_stride == row_bytes) {
+        memcpy(dst, src, row_bytes * (size_t)rows);
+        return;
+    }
+    for (int y = 0; y < rows; y++) memcpy(dst + y * dst_stride, src + y * src_stride, row_bytes);
+}
+
+static size_t row_bytes(const VSFrame *frame, int plane, const VSAPI *vsapi) {
+    const VSVideoFormat *format = vsapi->getVideoFrameFormat(frame);
+    return (size_t)vsapi->getFrameWidth(frame, plane) * (size_t)format->bytesPerSample;
+}
+
+/* Copies the centre frames this thread's last frame of `d` asked for (next_staging) and marks
+ * their inputs in `staged`. Runs without the GIL. */
+static void copy_staging(const FilterData *d, const VSFrame *frames[][MAX_WINDOW], int *staged,
+                         const VSAPI *vsapi) {
+    Staging *staging = &thread_staging[d->id % STAGING_RECORDS];
+    if (staging->filter_id != d->id) return;
+    for (int k = 0; k < staging->count; k++) {
+        const PlaneCopy *c = &staging->copies[k];
+        const VSFrame *frame = frames[c->input][d->radius];
+        copy_rows(c->address, c->stride, (const char *)vsapi->getReadPtr(frame, c->plane),
+                  vsapi->getStride(frame, c->plane), row_bytes(frame, c->plane, vsapi),
+                  vsapi->getFrameHeight(frame, c->plane));
+        staged[c->input] = 1;
+    }
+    staging->count = 0; /* each request covers one frame */
+}
+
+/* One copy description from Python: ([input,] plane, address, stride). */
+static int read_copy(PyObject *item, PlaneCopy *copy, int with_input) {
+    unsigned long long address = 0;
+    Py_ssize_t stride = 0;
+    int ok = with_input ? PyArg_ParseTuple(item, "iiKn", &copy->input, &copy->plane, &address,
+                                           &stride)
+                        : PyArg_ParseTuple(item, "iKn", &copy->plane, &address, &stride);
+    copy->address = (char *)(size_t)address;
+    copy->stride = stride;
+    return ok && address ? 0 : -1;
+}
+
+/* Reads plan.process's result into `step` and this thread's staging; 0, or -1 with an error. */
+static int read_host_step(PyObject *result, const FilterData *d, HostStep *step) {
+    memset(step, 0, sizeof *step);
+    if (result == Py_None) return 0;
+    unsigned long long wait = 0, argument = 0;
+    PyObject *outs = NULL, *stagings = NULL;
+    if (!PyArg_ParseTuple(result, "KKOO", &wait, &argument, &outs, &stagings)) return -1;
+    Py_ssize_t num_out = PyObject_Length(outs), num_staging = PyObject_Length(stagings);
+    int ok = num_out >= 0 && num_out <= 3 && num_staging >= 0 && num_staging <= MAX_STAGING;
+    for (Py_ssize_t k = 0; ok && k < num_out; k++) {
+        PyObject *item = PySequence_GetItem(outs, k);
+        PlaneCopy *c = &step->out[k];
+        ok = item && read_copy(item, c, 0) == 0 && c->plane >= 0 &&
+             c->plane < d->vi.format.numPlanes && !d->copy_plane[c->plane];
+        Py_XDECREF(item);
+    }
+    Staging next = {d->id, (int)num_staging, {{0}}};
+    for (Py_ssize_t k = 0; ok && k < num_staging; k++) {
+        PyObject *item = PySequence_GetItem(stagings, k);
+        PlaneCopy *c = &next.copies[k];
+        ok = item && read_copy(item, c, 1) == 0 && c->input >= 0 && c->input < d->num_inputs &&
+             c->plane >= 0 && c->plane < d->vi.format.numPlanes;
+        Py_XDECREF(item);
+    }
+    if (!ok) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bridge: bad host step");
+        return -1;
+    }
+    step->wait = (int (*)(void *))(size_t)wait;
+    step->wait_argument = (void *)(size_t)argument;
+    step->num_out = (int)num_out;
+    thread_staging[d->id % STAGING_RECORDS] = next;
+    return 0;
+}
+
+/* Does a host step without the GIL: waits, then copies into dst; 0, or -1 with `error`. */
+static int run_host_step(const HostStep *step, VSFrame *dst, char *error, size_t error_size,
+                         const VSAPI *vsapi) {
+    if (step->wait) {
+        int status = step->wait(step->wait_argument);
+        if (status) {
+            snprintf(error, error_size, "avdenoise: waiting for the GPU failed (CUDA error %d)",
+                     status);
+            return -1;
+        }
+    }
+    for (int k = 0; k < step->num_out; k++) {
+        const PlaneCopy *c = &step->out[k];
+        copy_rows((char *)vsapi->getWritePtr(dst, c->plane), vsapi->getStride(dst, c->plane),
+                  c->address, c->stride, row_bytes(dst, c->plane, vsapi),
+                  vsapi->getFrameHeight(dst, c->plane));
+    }
+    return 0;
+}
+
+/* Calls plan.process; returns 0 on success (with `step` to run), else fills `error`. */
+static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW],
+                       const int *staged, VSFrame *dst, HostStep *step, char *error,
+                       size_t error_size, const VSAPI *vsapi) {
     int window = 2 * d->radius + 1, status = -1;
     PyGILState_STATE gil = take_gil();
     PyObject *numbers = PyTuple_New(window);
@@ -176,7 +315,9 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
     for (int i = 0; windows && i < d->num_inputs; i++) {
         PyObject *frames_i = PyTuple_New(window);
         for (int t = 0; frames_i && t < window; t++) {
-            PyObject *planes = frame_planes(frames[i][t], d->vi.format.numPlanes, vsapi);
+            PyObject *planes = staged[i] && t == d->radius
+                                   ? Py_BuildValue("")
+                                   : frame_planes(frames[i][t], d->vi.format.numPlanes, vsapi);
             if (!planes) Py_CLEAR(frames_i);
             else PyTuple_SetItem(frames_i, t, planes);
         }
@@ -187,7 +328,7 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
     PyObject *result = NULL;
     if (numbers && windows && dst_planes)
         result = PyObject_CallMethod(d->plan, "process", "iOOO", n, numbers, windows, dst_planes);
-    if (result) status = 0;
+    if (result && read_host_step(result, d, step) == 0) status = 0;
     else format_python_error(error, error_size, "");
     Py_XDECREF(result);
     Py_XDECREF(dst_planes);
@@ -228,7 +369,11 @@ static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, 
                                          planes, centre, core);
 
     char error[1024];
-    int status = run_process(d, n, frames, dst, error, sizeof error, vsapi);
+    int staged[MAX_INPUTS] = {0};
+    HostStep step;
+    copy_staging(d, frames, staged, vsapi);
+    int status = run_process(d, n, frames, staged, dst, &step, error, sizeof error, vsapi);
+    if (status == 0) status = run_host_step(&step, dst, error, sizeof error, vsapi);
     for (int i = 0; i < d->num_inputs; i++)
         for (int t = 0; t < window; t++) vsapi->freeFrame(frames[i][t]);
     if (status != 0) {
@@ -295,6 +440,7 @@ static void VS_CC filter_create(const VSMap *in, VSMap *out, void *user_data, VS
     FilterData *d = (FilterData *)calloc(1, sizeof(FilterData));
     char error[1024];
     PyGILState_STATE gil = PyGILState_Ensure();
+    d->id = ++last_filter_id; /* under the GIL */
     PyObject *args = arguments_dict(in, vsapi);
     PyObject *call_args = args ? Py_BuildValue("(sN)", name, args) : NULL;
     d->plan = call_args ? call_bridge("create", call_args) : NULL;

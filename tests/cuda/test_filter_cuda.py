@@ -64,6 +64,21 @@ def test_channels_wmodes_and_ref(core, wmode, channels, name):
     assert_close(fmt, frame_planes(gpu.get_frame(3)), frame_planes(cpu.get_frame(3)))
 
 
+@pytest.mark.parametrize("name", ["YUV420P8", "GRAY16", "RGBS"])
+def test_bridge_staged_one_frame_windows_match_the_cpu(core, name):
+    """Radius 0 frames are staged: from each thread's second frame on, the bridge copies
+    them (clip and ref) into the staging buffers and finishes them (bridge.c's host step)."""
+    clip, fmt = make_clip(core, name, width=160, height=90, length=40)
+    guide, _ = make_clip(core, name, width=160, height=90, length=40, seed=70)
+    kwargs = dict(radius=0, strength=9.0, ref=guide)
+    gpu = core.avdenoise.Denoise(clip, device="cuda", **kwargs)
+    cpu = core.avdenoise.Denoise(clip, device="cpu", **kwargs)
+    order = [int(n) for n in np.random.default_rng(5).permutation(80) % 40]
+    futures = [gpu.get_frame_async(n) for n in order]
+    for n, future in zip(order, futures, strict=True):
+        assert_close(fmt, frame_planes(future.result()), frame_planes(cpu.get_frame(n)))
+
+
 def test_random_request_order_gives_identical_frames(core):
     clip, _ = make_clip(core, "YUV420P8", width=320, height=180, length=24)
     assert_order_independent(lambda: core.avdenoise.Denoise(clip, device="cuda", radius=2), 24)
