@@ -293,6 +293,26 @@ def _process(backend, layout, frames, n, radius, written, caller=None):
     return out
 
 
+def _render_in_threads(backend, layout, frames, order, radius, written, caller=None):
+    """Plane 0 of the frames of `order`, rendered by 4 threads (every 4th frame each)."""
+    results, errors = {}, []
+
+    def render(ns):
+        try:
+            for n in ns:
+                results[n] = _process(backend, layout, frames, n, radius, written, caller)[0]
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=render, args=(list(order)[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors
+    return results
+
+
 def _expected(frames, n, radius, plane):
     numbers = [min(max(n + t, 0), LENGTH - 1) for t in range(-radius, radius + 1)]
     return np.max([frames[f][plane] for f in numbers], axis=0)
@@ -344,21 +364,7 @@ def test_threads_share_uploads(fake_cuda):
     runtime, _ = fake_cuda
     backend, layout, written = _backend("GRAY8", "direct")
     frames = _frames(layout)
-    results, errors = {}, []
-
-    def render(ns):
-        try:
-            for n in ns:
-                results[n] = _process(backend, layout, frames, n, 1, written)[0]
-        except Exception as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=render, args=(range(i, LENGTH, 4),)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not errors
+    results = _render_in_threads(backend, layout, frames, range(LENGTH), 1, written)
     for n in range(LENGTH):
         np.testing.assert_array_equal(results[n], _expected(frames, n, 1, 0))
     assert runtime.counts["copy1"] == LENGTH
@@ -408,22 +414,8 @@ def test_bridge_threads_evict_and_reuse_slots(fake_cuda, monkeypatch):
     bridge = _Bridge()
     backend, layout, written = _backend("GRAY8", "staged", radius=0, cache_slots=2)
     frames = _frames(layout)
-    results, errors = {}, []
-
-    def render(ns):
-        try:
-            for n in ns:
-                results[n] = _process(backend, layout, frames, n, 0, written, bridge)[0]
-        except Exception as error:  # reported below
-            errors.append(error)
-
     order = [n % LENGTH for n in range(4 * LENGTH)]
-    threads = [threading.Thread(target=render, args=(order[i::4],)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not errors
+    results = _render_in_threads(backend, layout, frames, order, 0, written, bridge)
     for n in range(LENGTH):
         np.testing.assert_array_equal(results[n], frames[n][0])
     assert bridge.staged_frames > 0
