@@ -81,7 +81,7 @@ _TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
 #: "auto" stages frames (all planes a pass reads, device layout) of at least this many bytes,
 #: and the frames of one-frame windows (module notes).
 _STAGE_MIN_BYTES = 3 << 20
-#: Devices that backends of this process run on (see ``_run``).
+#: Devices that backends of this process run on (see ``bridge_process``).
 _DEVICES_IN_USE: set[int] = set()
 
 
@@ -242,7 +242,7 @@ class CudaBackend:
         }
         self._copy = np.copyto  # releases the GIL for large arrays; a seam for benchmarks
         # Staged frames: the bridge copies them and waits for the stream without the GIL,
-        # where the driver's wait can be handed to it (see _host_step).
+        # where the driver's wait can be handed to it (see _new_host_step).
         self._bridge_copies = (
             self._stage_down
             and switch("AVDENOISE_HOST_COPIES") == "bridge"
@@ -288,19 +288,14 @@ class CudaBackend:
             for options in passes
             for plane in options.written_planes
         ]
+        self._written = tuple(plane for plane, *_ in self._downloads)
 
     # -- the bridge's frame protocol ------------------------------------------------------
 
     def process(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple) -> None:
         """Fill the processed planes of ``dst`` (the bridge's frame protocol, for Python
         callers: the host step is done here)."""
-        self._finish_here(self._run(0, frame_numbers, windows, dst), dst)
-
-    def bridge_process(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple):
-        """The bridge's frame protocol: returns the host step that the bridge then does
-        without the GIL (waiting for the stream, copying the output planes into ``dst`` and
-        this thread's next frame into its staging buffers), or None when ``dst`` is done."""
-        return self._run(0, frame_numbers, windows, dst)
+        self._finish_here(self.bridge_process(n, frame_numbers, windows, dst), dst)
 
     def warm_up(self) -> None:
         """Run the whole per-frame pipeline once on a synthetic frame of the layout.
@@ -328,7 +323,8 @@ class CudaBackend:
         )
         written = {p for options in self.passes for p in options.written_planes}
         dst = tuple(plane(p) if p in written else None for p in range(layout.num_planes))
-        self._finish_here(self._run(_WARM_BASE, frame_numbers, windows, dst), dst)
+        step = self.bridge_process(0, frame_numbers, windows, dst, base=_WARM_BASE)
+        self._finish_here(step, dst)
         self._cache.forget(
             [(_WARM_BASE + i, f) for i in range(self._num_inputs) for f in frame_numbers]
         )
@@ -357,13 +353,16 @@ class CudaBackend:
         own = sum(npass.memory_bytes() for npass in self._passes)
         return self._cache.memory_bytes() + outs * self._buffer_bytes + own
 
-    # -- internals ------------------------------------------------------------------------
+    def bridge_process(
+        self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple, base: int = 0
+    ):
+        """One frame, the bridge's frame protocol: upload missing window frames, launch every
+        pass, download the output.
 
-    def _run(self, base: int, frame_numbers: tuple, windows: tuple, dst: tuple):
-        """One frame: upload missing window frames, launch every pass, download the output.
-
-        Returns the thread's host step (see :meth:`_new_host_step`) when the bridge is to
-        finish the frame, else None.
+        Returns the thread's host step (see :meth:`_new_host_step`) that the bridge then does
+        without the GIL (waiting for the stream, copying the output planes into ``dst`` and
+        this thread's next frame into its staging buffers), or None when ``dst`` is done.
+        `base` numbers the inputs in the cache (the warm-up's frames use keys no clip uses).
         """
         runtime = self._runtime
         # Each call that releases the GIL costs a wait to get it back under 16 threads
@@ -413,7 +412,7 @@ class CudaBackend:
                 self._calls.copy_to_host(state.down.ptr, out_ptr, self._buffer_bytes, stream_ptr)
                 # The bridge waits for an ungated stream; a gated frame's output buffer goes
                 # back to the gate, so its copy must be done first.
-                deferred = self._bridge_copies and out is None
+                deferred = self._bridge_copies and self._gate is None
                 if not deferred:
                     runtime.streamSynchronize(stream_ptr)
                     synced = True
@@ -450,8 +449,11 @@ class CudaBackend:
             return None
         if self._bridge_copies:
             return state.host_step
-        self._copy_out(state.down, dst)  # after the GPU part is given back: the next may enter
+        # Copied out after the gate is left, so that the next frame enters meanwhile.
+        self._copy_staged(state.down, dst, self._written, to_frame=True)
         return None
+
+    # -- internals ------------------------------------------------------------------------
 
     def _release_pending(self, state: _ThreadState) -> None:
         """Release the slots and leases of the thread's last frame, whose stream the bridge
@@ -480,12 +482,12 @@ class CudaBackend:
         wait_address, stream_ptr, _, _ = host_step
         if wait_address:
             self._runtime.streamSynchronize(stream_ptr)
-        self._copy_out(state.down, dst)
+        self._copy_staged(state.down, dst, self._written, to_frame=True)
         self._release_pending(state)
 
     def _new_host_step(self, state: _ThreadState) -> tuple:
         """The thread's host step for the bridge, the same every frame (bridge.c's contract):
-        wait for the stream (ungated: the gate's frames are waited for in :meth:`_run`),
+        wait for the stream (ungated: the gate's frames are waited for in :meth:`bridge_process`),
         copy the written planes out of the download buffer, and, for one-frame windows,
         copy the next frame's planes into the upload buffers before the GIL is taken."""
         wait = (self._calls.synchronize_address, state.stream_ptr) if self._gate is None else (0, 0)
@@ -493,8 +495,7 @@ class CudaBackend:
         outs = tuple((plane, down + offset, pitch) for plane, offset, pitch, *_ in self._downloads)
         staging = ()
         if self._stage_up and self._window == 1:
-            while len(state.staging) < self._num_inputs:
-                state.staging.append(self._new_pinned())
+            self._staging_buffer(state, self._num_inputs - 1)
             staging = tuple(
                 (i, plane, state.staging[i].ptr + offset, pitch)
                 for i in range(self._num_inputs)
@@ -502,15 +503,19 @@ class CudaBackend:
             )
         return (*wait, outs, staging)
 
-    def _copy_out(self, down: _Pinned, dst: tuple) -> None:
-        """Copy the written planes from a staging buffer into the bridge's frame (NumPy
-        releases the GIL for large copies, so threads copy in parallel)."""
+    def _copy_staged(self, pinned: _Pinned, frame: tuple, planes, to_frame: bool) -> None:
+        """Copy `planes` between a staging buffer and one of the bridge's frames (its plane
+        tuples), either way. NumPy releases the GIL for large copies, so threads copy in
+        parallel."""
         dtype, itemsize, copy = self._dtype, self._dtype.itemsize, self._copy
-        for plane, *_ in self._downloads:
-            _, stride, memory = dst[plane]
-            view = down.views[plane]
+        for plane in planes:
+            _, stride, memory = frame[plane]
+            view = pinned.views[plane]
             target = np.ndarray(view.shape, dtype, buffer=memory, strides=(stride, itemsize))
-            copy(target, view)
+            if to_frame:
+                copy(target, view)
+            else:
+                copy(view, target)
 
     def _upload(self, entry, planes, state: _ThreadState, index: int) -> None:
         """Queue the copies of one frame's planes into its slot and record the slot's event.
@@ -524,16 +529,9 @@ class CudaBackend:
         try:
             base = entry.slot.ptr
             if self._stage_up:
-                while len(state.staging) <= index:
-                    state.staging.append(self._new_pinned())
-                stage = state.staging[index]
-                dtype, itemsize, copy = self._dtype, self._dtype.itemsize, self._copy
-                for plane, view in stage.views.items() if planes is not None else ():
-                    _, stride, memory = planes[plane]
-                    source = np.ndarray(
-                        view.shape, dtype, buffer=memory, strides=(stride, itemsize)
-                    )
-                    copy(view, source)
+                stage = self._staging_buffer(state, index)
+                if planes is not None:  # else the bridge has filled the buffer
+                    self._copy_staged(stage, planes, self._geometry, to_frame=False)
                 self._calls.copy_to_device(base, stage.ptr, self._buffer_bytes, stream_ptr)
             else:
                 for plane, (offset, pitch, row_bytes, rows) in self._geometry.items():
@@ -548,6 +546,12 @@ class CudaBackend:
             raise
         finally:
             entry.issued.set()
+
+    def _staging_buffer(self, state: _ThreadState, index: int) -> _Pinned:
+        """The thread's upload staging buffer `index`, made on first use."""
+        while len(state.staging) <= index:
+            state.staging.append(self._new_pinned())
+        return state.staging[index]
 
     def _new_pinned(self) -> _Pinned:
         """A staging buffer laid out like a slot (one thread's, on its first frames)."""
