@@ -81,8 +81,10 @@ DENOISE_PARAMS: tuple[Param, ...] = (
     Param(
         "radius",
         "int",
-        "Temporal radius in frames: 0 is spatial only; r searches 2r+1 frames (clamped at the "
-        "clip ends). Cost grows linearly with 2r+1. BM3D defaults to spatial, as BM3DCUDA does; "
+        "Temporal radius in frames: 0 is spatial only; r searches 2r+1 frames (NLM, as "
+        "KNLMeansCL: min(r, n) on each side of frame n, the last frame repeating past the "
+        "clip's end; BM3D: clamped at the clip ends). Cost grows linearly with 2r+1. BM3D "
+        "defaults to spatial, as BM3DCUDA does; "
         "V-BM3D groups each frame's blocks across its own 2r+1 frames, so a frame reads 2r "
         "frames on each side (4r with two stages), and on the GPU costs little more than r=0.",
         default={"nlm": 1, "bm3d": 0},

@@ -139,7 +139,8 @@ class _Calls:
 
 
 def _window_max_kernel(npass, dtype: np.dtype):
-    """A fake NLM kernel: each output sample is the largest of its window's samples."""
+    """A fake NLM kernel: each output sample is the largest of its window's samples (the
+    frames from ``first`` on, as the real kernel reads)."""
     planes = len(npass.options.planes)
     height, width = int(npass._template["height"][0]), int(npass._template["width"][0])
     itemsize = dtype.itemsize
@@ -155,8 +156,10 @@ def _window_max_kernel(npass, dtype: np.dtype):
     def run(record: np.ndarray) -> None:
         record = record.view(args_dtype(npass.window))[0]
         pitch, out_pitch = int(record["pitch"]), int(record["out_pitch"])
+        first = int(record["first"])
+        taking_part = record["value"][first : len(record["value"]) - first]
         for i in range(planes):
-            frames = [plane(int(a), int(record["plane_off"][i]), pitch) for a in record["value"]]
+            frames = [plane(int(a), int(record["plane_off"][i]), pitch) for a in taking_part]
             out = plane(int(record["out"]), int(record["out_off"][i]), out_pitch)
             out[...] = np.max(frames, axis=0)
 
@@ -314,7 +317,8 @@ def _render_in_threads(backend, layout, frames, order, radius, written, caller=N
 
 
 def _expected(frames, n, radius, plane):
-    numbers = [min(max(n + t, 0), LENGTH - 1) for t in range(-radius, radius + 1)]
+    radius = min(radius, n)  # KNLMeansCL's window at the clip's start
+    numbers = [min(n + t, LENGTH - 1) for t in range(-radius, radius + 1)]
     return np.max([frames[f][plane] for f in numbers], axis=0)
 
 

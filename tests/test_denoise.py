@@ -7,7 +7,7 @@ import pytest
 import vapoursynth as vs
 
 from avdenoise_vs._options import Distance, WeightMode
-from avdenoise_vs._reference.nlm import nlm
+from avdenoise_vs._reference.nlm import nlm, temporal_radius_at
 from avdenoise_vs.sample import psnr
 
 from .vsclips import (
@@ -33,12 +33,13 @@ def make_clip(core, fmt, length=LENGTH, seed=0, **props):
 
 
 def expected_frame(fmt, frames, n, radius, strength, planes_distance, a=2, s=1):
-    """What Denoise must output for frame n: the reference maths on the clamped window."""
+    """What Denoise must output for frame n: the reference maths on KNLMeansCL's window."""
     peak = 1.0 if fmt.sample_type == vs.FLOAT else (1 << fmt.bits_per_sample) - 1
-    numbers = [min(max(n + t, 0), len(frames) - 1) for t in range(-radius, radius + 1)]
+    radius = temporal_radius_at(n, radius)
+    numbers = [min(n + t, len(frames) - 1) for t in range(-radius, radius + 1)]
     out = [p.copy() for p in frames[n]]
     for planes, distance in planes_distance:
-        window = [np.stack([frames[m][p] / peak for p in planes]) for m in numbers]
+        window = [np.stack([frames[m][p] / np.float64(peak) for p in planes]) for m in numbers]
         result = nlm(window, center=radius, h=strength, search_radius=a, patch_radius=s,
                      wmode=WeightMode.WELSCH, wref=1.0, distance=distance)
         for i, p in enumerate(planes):
@@ -53,7 +54,7 @@ def test_every_format_matches_the_reference(core, name):
     out = core.avdenoise.Denoise(clip, strength=20.0, search_radius=2, patch_radius=1, device="cpu")
     assert (out.format.id, out.width, out.height, out.num_frames) == (
         clip.format.id, clip.width, clip.height, clip.num_frames)
-    for n in (0, 2, LENGTH - 1):  # clip ends clamp the temporal window
+    for n in (0, 2, LENGTH - 1):  # the clip's ends shorten or repeat the temporal window
         got = frame_planes(out.get_frame(n))
         want = expected_frame(fmt, frames, n, 1, 20.0, EXPECTED_PASSES[fmt.color_family])
         for g, w in zip(got, want, strict=True):
@@ -158,3 +159,28 @@ def test_thread_local_state_lives_across_frames(core, monkeypatch):
     for future in [out.get_frame_async(n) for n in range(60)]:
         future.result()
     assert 1 <= len(fresh) <= core.num_threads
+
+
+def test_non_finite_samples_pass_through_and_do_not_spread(core):
+    """NaN and inf samples come out as they went in; every other sample is finite, and
+    pixels further than search_radius + patch_radius from them are as without them."""
+    fmt = core.get_video_format(vs.GRAYS)
+    frames = [random_planes(fmt, 40, 32, seed) for seed in range(3)]
+    poisoned = [[p.copy() for p in frame] for frame in frames]
+    spots = {0: (5, 30), 1: (16, 12), 2: (31, 0)}
+    for n, value in zip(spots, (np.inf, np.nan, -np.inf), strict=True):
+        poisoned[n][0][spots[n]] = value
+    kwargs = dict(radius=1, search_radius=2, patch_radius=2, strength=4.0, device="cpu")
+    clean = core.avdenoise.Denoise(clip_from_planes(core, fmt, frames), **kwargs)
+    dirty = core.avdenoise.Denoise(clip_from_planes(core, fmt, poisoned), **kwargs)
+    reach = 2 + 2
+    for n in range(3):
+        got, want = frame_planes(dirty.get_frame(n))[0], frame_planes(clean.get_frame(n))[0]
+        expected_bad = np.zeros(got.shape, bool)
+        expected_bad[spots[n]] = True
+        np.testing.assert_array_equal(~np.isfinite(got), expected_bad)
+        assert np.array_equal(got[spots[n]], poisoned[n][0][spots[n]], equal_nan=True)
+        far = np.ones(got.shape, bool)
+        for y, x in spots.values():  # any window frame's spot reaches this frame's pixels
+            far[max(y - reach, 0) : y + reach + 1, max(x - reach, 0) : x + reach + 1] = False
+        np.testing.assert_allclose(got[far], want[far], rtol=0, atol=1e-6)

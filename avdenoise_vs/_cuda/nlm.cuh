@@ -14,6 +14,14 @@
 // code values; the host folds the channel weights, the patch area, h and 1/peak^2 into
 // `factor` (and log2(e) for Welsch), so the weight argument is `ssd * factor`.
 //
+// Frame borders as in KNLMeansCL (the oracle's Notes): samples outside the frame stage as
+// zero; an offset before the centre in (t, dy, dx) order leaves out the patch terms whose
+// centre pixel is outside the frame and keeps a candidate outside (its value 0), an offset
+// after it leaves out the terms whose candidate pixel is outside and drops such a candidate.
+// Only blocks whose region reaches past the frame (NLM_S + NLM_A of the tile) check.
+// Float clips leave non-finite patch terms out and drop non-finite candidates, so that a
+// NaN or inf sample never spreads; integer clips cannot have them and pay nothing.
+//
 // Every weight is computed 2^96 times too large and weights below the (scaled) smallest
 // normal float32, 2^-126, are zero, as in the oracle and KNLMeansCL. The scaling keeps the
 // cut-off exact: unscaled, exp2f would round and flush weights near 2^-126 on its own terms.
@@ -65,14 +73,16 @@ struct NlmArgs {
     long long plane_off[3];    // element offset of each channel's plane inside a slot
     long long out_off[3];      // ... and inside the output buffer
     long long width, height, pitch, out_pitch;  // plane size; pitches in elements
+    long long first;   // first window frame that takes part (KNLMeansCL's shorter window
+                       // at the clip's start): frames first .. NLM_WIN - 1 - first
     double factor;     // weight argument per unit of channel-weighted squared code difference
     double wref;       // centre weight, as a multiple of the largest weight
     double peak;       // largest code value (integer output is clamped to it)
     double red_scale;  // 1 / (6 * peak): RGB "redmean" term per code value
 };
 
-// Stage a (rows x cols) region whose top-left frame coordinate is (gx0, gy0), clamping
-// reads to the frame edge, as float code values; `pitch_s` is the shared row pitch.
+// Stage a (rows x cols) region whose top-left frame coordinate is (gx0, gy0) as float code
+// values, zero outside the frame; `PITCH_S` is the shared row pitch.
 template <int ROWS, int COLS, int PITCH_S, int CSTRIDE>
 __device__ __forceinline__ void nlm_stage(float* __restrict__ dst,
                                           const nlm_sample* __restrict__ base,
@@ -84,11 +94,13 @@ __device__ __forceinline__ void nlm_stage(float* __restrict__ dst,
     for (int idx = threadIdx.x; idx < ROWS * COLS; idx += NLM_THREADS) {
         const int r = idx / COLS;
         const int c = idx - r * COLS;
-        const int gy = min(max(gy0 + r, 0), height - 1);
-        const int gx = min(max(gx0 + c, 0), width - 1);
-        const long long off = (long long)gy * pitch + gx;
+        const int gy = gy0 + r;
+        const int gx = gx0 + c;
+        const bool inside = (unsigned)gy < (unsigned)height && (unsigned)gx < (unsigned)width;
+        const long long off = inside ? (long long)gy * pitch + gx : 0;
 #pragma unroll
-        for (int ch = 0; ch < NLM_C; ++ch) dst[ch * CSTRIDE + r * PITCH_S + c] = (float)src[ch][off];
+        for (int ch = 0; ch < NLM_C; ++ch)
+            dst[ch * CSTRIDE + r * PITCH_S + c] = inside ? (float)src[ch][off] : 0.0f;
     }
 }
 
@@ -163,6 +175,10 @@ extern "C" __global__ void __launch_bounds__(NLM_THREADS)
     const int pitch = (int)args.pitch;
     const float factor = (float)args.factor;
     const float red_scale = (float)args.red_scale;
+    const int first = (int)args.first;
+    // Whether this block's staged regions reach past the frame (uniform across the block).
+    const bool border = x0 < NLM_S + NLM_A || y0 < NLM_S + NLM_A ||
+                        x0 + NLM_TW + NLM_S + NLM_A > width || y0 + NLM_TH + NLM_S + NLM_A > height;
 
     nlm_stage<NLM_EH, NLM_EW, NLM_EW, NLM_CS>(ctr, (const nlm_sample*)args.guide[NLM_R],
                                               args.plane_off, x0 - NLM_S, y0 - NLM_S, width,
@@ -202,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(NLM_THREADS)
 
     int buf = 0;
 #pragma unroll 1
-    for (int k = 0; k < NLM_WIN; ++k) {
+    for (int k = first; k < NLM_WIN - first; ++k) {
         __syncthreads();  // everyone is done with the previous frame's nbr / val
         nlm_stage<NLM_NH, NLM_NW, NLM_NP, NLM_NS>(nbr, (const nlm_sample*)args.guide[k],
                                                   args.plane_off, x0 - NLM_S - NLM_A,
@@ -218,6 +234,8 @@ extern "C" __global__ void __launch_bounds__(NLM_THREADS)
 #pragma unroll 1
             for (int dx = -NLM_A; dx <= NLM_A; ++dx) {
                 if (k == NLM_R && dy == 0 && dx == 0) continue;  // uniform across the block
+                // KNLMeansCL's side of the border rule (see the top); uniform too.
+                const bool before = k < NLM_R || (k == NLM_R && (dy < 0 || (dy == 0 && dx < 0)));
                 float* const vb = vsum + buf * (NLM_TH * NLM_VP);
 
                 // Phase 1: vertical box sums of the pixel distances.
@@ -232,6 +250,17 @@ extern "C" __global__ void __launch_bounds__(NLM_THREADS)
                         d[t] = nlm_distance(ctr + (i0 + t) * NLM_EW + j, np + t * NLM_NP,
                                             red_scale);
 #endif
+#if NLM_DTYPE == 2
+                        d[t] = d[t] <= 3.402823466e38f ? d[t] : 0.0f;  // NaN and inf terms out
+#endif
+                    }
+                    if (border) {  // terms whose pixel on the rule's side is outside: out
+                        const int ry = y0 - NLM_S + i0 + (before ? 0 : dy);
+                        const int rx = x0 - NLM_S + j + (before ? 0 : dx);
+                        const bool column_inside = (unsigned)rx < (unsigned)width;
+#pragma unroll
+                        for (int t = 0; t < NLM_P1_ROWS; ++t)
+                            if (!column_inside || (unsigned)(ry + t) >= (unsigned)height) d[t] = 0.0f;
                     }
                     float v = 0.0f;
 #pragma unroll
@@ -266,18 +295,30 @@ extern "C" __global__ void __launch_bounds__(NLM_THREADS)
                     nbr + (i + NLM_S + NLM_A + dy) * NLM_NP + (xs + NLM_S + NLM_A + dx);
 #define NLM_VSTRIDE NLM_NS
 #endif
-                // Candidates outside the frame take no part (patch reads are clamped).
-                const bool row_inside = (unsigned)(y0 + i + dy) < (unsigned)height;
+                // Candidates outside the frame: kept (value 0) before the centre, else dropped.
+                const bool row_inside = before || (unsigned)(y0 + i + dy) < (unsigned)height;
 #pragma unroll
                 for (int u = 0; u < NLM_SEG; ++u) {
-                    const bool inside =
-                        row_inside && (unsigned)(x0 + xs + u + dx) < (unsigned)width;
-                    const float w = inside ? nlm_weight(ssd[u] * factor) : 0.0f;
+                    const bool take =
+                        row_inside && (before || (unsigned)(x0 + xs + u + dx) < (unsigned)width);
+                    float w = take ? nlm_weight(ssd[u] * factor) : 0.0f;
+                    float value[NLM_C];
+#pragma unroll
+                    for (int ch = 0; ch < NLM_C; ++ch) value[ch] = vrow[ch * NLM_VSTRIDE + u];
+#if NLM_DTYPE == 2
+                    bool finite = true;  // a NaN or inf candidate takes no part
+#pragma unroll
+                    for (int ch = 0; ch < NLM_C; ++ch) finite &= fabsf(value[ch]) <= 3.402823466e38f;
+                    if (!finite) {
+                        w = 0.0f;
+#pragma unroll
+                        for (int ch = 0; ch < NLM_C; ++ch) value[ch] = 0.0f;
+                    }
+#endif
                     den[u] += w;
                     best[u] = fmaxf(best[u], w);
 #pragma unroll
-                    for (int ch = 0; ch < NLM_C; ++ch)
-                        num[ch][u] = fmaf(w, vrow[ch * NLM_VSTRIDE + u], num[ch][u]);
+                    for (int ch = 0; ch < NLM_C; ++ch) num[ch][u] = fmaf(w, value[ch], num[ch][u]);
                 }
 #undef NLM_VSTRIDE
                 buf ^= 1;

@@ -38,7 +38,7 @@ import threading
 import numpy as np
 
 from .._options import Distance, FrameLayout, PlaneOptions, SampleType, WeightMode
-from .._reference.nlm import weight_scale
+from .._reference.nlm import temporal_radius_at, weight_scale
 from ._calls import KernelArgs, cuda_calls
 from ._source import BLOCK_WIDTH, CENTRE_REGISTER_LIMIT, NlmSpec, nlm_shared_bytes
 
@@ -71,6 +71,7 @@ def args_dtype(window: int) -> np.dtype:
             ("height", np.int64),
             ("pitch", np.int64),
             ("out_pitch", np.int64),
+            ("first", np.int64),
             ("factor", np.float64),
             ("wref", np.float64),
             ("peak", np.float64),
@@ -154,6 +155,7 @@ class NlmPass:
         template["peak"] = peak
         template["red_scale"] = 1.0 / (6.0 * peak)
         self._template = template
+        self._first_index = template.dtype.fields["first"][1] // 8  # in the int64 view
         self.integer = layout.sample_type is SampleType.INTEGER
 
     def new_args(self, out_ptr: int) -> tuple[KernelArgs, np.ndarray]:
@@ -167,11 +169,17 @@ class NlmPass:
         return KernelArgs(record), record.view(np.int64)
 
     def launch(self, args, numbers: tuple, values: list, guides: list, state) -> None:
-        """Queue this pass's kernel for one frame on the thread's stream (window slots)."""
+        """Queue this pass's kernel for one frame on the thread's stream (window slots).
+
+        `numbers` is the bridge's window, the frame being denoised in its middle; near the
+        clip's start only its middle frames take part (KNLMeansCL's window).
+        """
         kernel_args, view = args
         window = self.window
+        radius = self.spec.radius
         view[:window] = guides if self.options.has_ref else values
         view[window : 2 * window] = values
+        view[self._first_index] = radius - temporal_radius_at(numbers[radius], radius)
         function = self._function_ptr or self._load()
         self._calls.launch(
             function, self.grid, self.block, self.shared_bytes, state.stream_ptr, kernel_args

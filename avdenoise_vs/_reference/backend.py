@@ -18,7 +18,7 @@ import numpy as np
 
 from .._options import Distance, FrameLayout, PlaneOptions, SampleType
 from .._planes import plane_array
-from .nlm import nlm
+from .nlm import nlm, temporal_radius_at
 from .vbm3d import vbm3d
 
 __all__ = ["OPP", "OPP_INVERSE", "OPP_NOISE", "NumpyBackend", "bm3d_sigmas"]
@@ -94,15 +94,24 @@ class NumpyBackend:
             if options.algorithm == "bm3d":
                 self._bm3d_pass(options, n, frame_numbers, windows, dst)
             else:
-                self._nlm_pass(options, center, windows, dst)
+                self._nlm_pass(options, n, center, windows, dst)
 
-    def _nlm_pass(self, options: PlaneOptions, center: int, windows: tuple, dst: tuple) -> None:
-        """One NLM pass on samples in [0, 1] (integer) or as they are (float)."""
-        values = [self._load(frame, options.planes) for frame in windows[0]]
-        guide = [self._load(f, options.planes) for f in windows[1]] if options.has_ref else None
+    def _nlm_pass(
+        self, options: PlaneOptions, n: int, center: int, windows: tuple, dst: tuple
+    ) -> None:
+        """One NLM pass on samples in [0, 1] (integer) or as they are (float), over
+        KNLMeansCL's window at frame `n` (the middle of the bridge's)."""
+        radius = temporal_radius_at(n, options.radius)
+        frames = slice(center - radius, center + radius + 1)
+        values = [self._load(frame, options.planes) for frame in windows[0][frames]]
+        guide = (
+            [self._load(f, options.planes) for f in windows[1][frames]]
+            if options.has_ref
+            else None
+        )
         out = nlm(
             values,
-            center=center,
+            center=radius,
             h=options.strength,
             search_radius=options.search_radius,
             patch_radius=options.patch_radius,

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._options import Distance, WeightMode
 
-__all__ = ["MAX_WEIGHT_FLOOR", "ZERO_WEIGHT_BELOW", "nlm", "weight_scale"]
+__all__ = ["MAX_WEIGHT_FLOOR", "ZERO_WEIGHT_BELOW", "nlm", "temporal_radius_at", "weight_scale"]
 
 #: Starting value of the running maximum weight: float32's epsilon, 2^-23, as KNLMeansCL
 #: initialises it. The centre pixel then always weighs at least ``wref * 2^-23``: where every
@@ -56,12 +56,13 @@ def nlm(
     Parameters
     ----------
     window : sequence of ndarray, each (C, H, W) float64
-        The frames of the temporal window (``2 * radius + 1`` of them, already clamped at the
-        clip ends by the caller), each holding the C planes denoised jointly in this pass.
+        The frames of the temporal window, an odd number of them with the frame to denoise in
+        the middle (KNLMeansCL's window: see `temporal_radius_at`), each holding the C planes
+        denoised jointly in this pass.
         Samples are in [0, 1] (integer clips divided by their peak value; chroma of a float
         clip may be in [-0.5, 0.5], which the maths does not mind).
     center : int
-        Index of the frame to denoise in `window`.
+        Index of the frame to denoise in `window`: ``len(window) // 2``.
     h : float
         Strength, in 8-bit code values (KNLMeansCL ``h``). Larger smooths more.
     search_radius : int
@@ -85,14 +86,24 @@ def nlm(
 
     Notes
     -----
-    For every pixel ``x`` of the centre frame and every offset ``q`` of the
+    For every pixel ``x`` of the centre frame and every offset ``q = (t, dy, dx)`` of the
     ``(2d+1) x (2a+1) x (2a+1)`` search window except ``q = 0``, the weight is
-    ``f(scale * sum_p dist(g(x + p), g(x + q + p)))`` over the patch offsets ``p``, with
+    ``f(scale * sum_p dist(g_0(x + p), g_t(x + q + p)))`` over the patch offsets ``p``, with
     ``f`` the weighting function and ``dist`` the channel-weighted squared difference. The
     centre pixel gets ``wref`` times the largest weight, at least ``wref * 2^-23``.
-    Candidates ``x + q`` outside the frame take no part; patch reads outside it are clamped
-    to the nearest edge sample. (KNLMeansCL reads zeros outside the frame: that gives such
-    candidates zero or, on dark pictures, too much weight, darkening the edges.)
+
+    The frame borders follow KNLMeansCL exactly, which computes each pair of opposite
+    offsets ``-q`` and ``+q`` once: samples outside the frame are zero, and
+
+    - for ``q`` before the centre in ``(t, dy, dx)`` order, the patch sum leaves out the
+      terms whose centre-frame pixel ``x + p`` lies outside the frame, and a candidate
+      outside the frame takes part with the value 0;
+    - for ``q`` after it, the sum leaves out the terms whose candidate pixel
+      ``x + q + p`` lies outside, and a candidate outside the frame takes no part.
+
+    Non-finite samples (NaN, inf: float clips only) never spread: patch terms that are not
+    finite are left out of the sums, candidates with a non-finite sample take no part, and
+    a non-finite centre sample comes out as it went in.
 
     Cost: ``O(C * H * W * (2d+1) * (2a+1)^2)``; each offset is a few whole-frame array
     operations, the patch sum an integral image.
@@ -102,7 +113,7 @@ def nlm(
     .. [1] A. Buades, B. Coll and J.-M. Morel, "A non-local algorithm for image denoising",
        CVPR 2005, doi:10.1109/CVPR.2005.38.
     .. [2] E. Khanattila, KNLMeansCL, https://github.com/Khanattila/KNLMeansCL (kernel
-       source ``NLMKernel.cpp``).
+       source ``NLMKernel.cpp``, frame loop ``NLMVapoursynth.cpp``).
 
     Examples
     --------
@@ -117,10 +128,15 @@ def nlm(
     a, s = search_radius, patch_radius
     _, height, width = window[center].shape
     scale = weight_scale(h, s)
-    pad = a + s
-    guides = [_pad_edge(g, pad) for g in guide]
-    values = [_pad_edge(v, a) for v in window]
+    guides = [_pad_zero(g, a + s) for g in guide]
+    values = [_pad_zero(v, a) for v in window]
     centre_guide = guides[center][:, a : a + height + 2 * s, a : a + width + 2 * s]
+    region = (height + 2 * s, width + 2 * s, -s, height, width)  # the frame grown by s
+    centre_inside = _inside(*region)
+
+    finite = all(np.isfinite(frame).all() for frame in (*guide, *window))
+    # Where a candidate has a non-finite sample (only looked at when the input has one).
+    usable = None if finite else [np.isfinite(v).all(axis=0) for v in values]
 
     num = np.zeros(window[center].shape)
     den = np.zeros((height, width))
@@ -130,11 +146,22 @@ def nlm(
             for dx in range(-a, a + 1):
                 if k == center and dy == 0 and dx == 0:
                     continue
+                before = (k - center, dy, dx) < (0, 0, 0)
                 rows = slice(a + dy, a + dy + height + 2 * s)
                 cols = slice(a + dx, a + dx + width + 2 * s)
-                pixel = _pixel_distance(centre_guide, guides[k][:, rows, cols], distance)
-                weight = _weight(_box_sum(pixel, s) * scale, wmode) * _inside(dy, dx, height, width)
+                with np.errstate(invalid="ignore"):  # inf - inf, with non-finite samples
+                    pixel = _pixel_distance(centre_guide, guides[k][:, rows, cols], distance)
+                if not finite:
+                    pixel[~np.isfinite(pixel)] = 0.0
+                pixel *= centre_inside if before else _inside(*region, dy, dx)
+                weight = _weight(_box_sum(pixel, s) * scale, wmode)
+                if not before:
+                    weight *= _inside(height, width, 0, height, width, dy, dx)
                 shifted = values[k][:, a + dy : a + dy + height, a + dx : a + dx + width]
+                if not finite:
+                    take = usable[k][a + dy : a + dy + height, a + dx : a + dx + width]
+                    weight = np.where(take, weight, 0.0)
+                    shifted = np.where(take, shifted, 0.0)
                 num += weight * shifted
                 den += weight
                 np.maximum(best, weight, out=best)
@@ -143,19 +170,36 @@ def nlm(
     total = den + centre_weight
     out = (num + centre_weight * window[center]) / np.where(total > 0, total, 1.0)
     # With wref = 0 and every weight zero (Bisquare) nothing was averaged: keep the input.
+    # (KNLMeansCL divides 0 by 0 there.)
     return np.where(total > 0, out, window[center])
 
 
-def _inside(dy: int, dx: int, height: int, width: int) -> np.ndarray:
-    """1 where the candidate ``(y + dy, x + dx)`` lies inside the frame, else 0."""
-    rows = (np.arange(height) + dy >= 0) & (np.arange(height) + dy < height)
-    cols = (np.arange(width) + dx >= 0) & (np.arange(width) + dx < width)
-    return (rows[:, None] & cols[None, :]).astype(np.float64)
+def temporal_radius_at(n: int, radius: int) -> int:
+    """KNLMeansCL's temporal radius at frame `n`: ``min(radius, n)``.
+
+    KNLMeansCL shortens the window symmetrically near the clip's start (frame 0 is spatial
+    only), while near the end it keeps the full radius, frames past the last one repeating
+    it. The bridge hands over the latter window; NLM passes use its middle
+    ``2 * temporal_radius_at(n, radius) + 1`` frames.
+    """
+    return min(radius, max(n, 0))
 
 
-def _pad_edge(frame: np.ndarray, pad: int) -> np.ndarray:
-    """Pad the two spatial axes of a (C, H, W) frame by replicating the edge samples."""
-    return np.pad(frame, ((0, 0), (pad, pad), (pad, pad)), mode="edge")
+def _inside(
+    rows: int, cols: int, first: int, height: int, width: int, dy: int = 0, dx: int = 0
+) -> np.ndarray:
+    """1 where pixel ``(first + i + dy, first + j + dx)`` of a (rows, cols) grid whose first
+    pixel is ``(first, first)`` lies inside a ``height x width`` frame, else 0."""
+    ys = np.arange(rows) + first + dy
+    xs = np.arange(cols) + first + dx
+    inside_rows = (ys >= 0) & (ys < height)
+    inside_cols = (xs >= 0) & (xs < width)
+    return (inside_rows[:, None] & inside_cols[None, :]).astype(np.float64)
+
+
+def _pad_zero(frame: np.ndarray, pad: int) -> np.ndarray:
+    """Pad the two spatial axes of a (C, H, W) frame with zeros (KNLMeansCL's border)."""
+    return np.pad(frame, ((0, 0), (pad, pad), (pad, pad)))
 
 
 def _pixel_distance(a: np.ndarray, b: np.ndarray, distance: Distance) -> np.ndarray:

@@ -25,7 +25,7 @@ from avdenoise_vs._reference.backend import NumpyBackend  # noqa: E402
 # tests/cuda is not a package: a top-level 'cuda' package would shadow NVIDIA's, which CuPy uses.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _clips import SyntheticClip, layout, lumachroma, options, run  # noqa: E402
+from _clips import SyntheticClip, layout, lumachroma, options, plane_values, run  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -54,9 +54,11 @@ def assert_matches(fmt, got: dict, want: dict, context: str) -> float:
 
 
 def compare(
-    fmt, passes, *, frames=(0, 2), num_frames=4, noise=0.02, ref=False, seed=1, transfer="staged"
+    fmt, passes, *, frames=(0, 1, 3), num_frames=4, noise=0.02, ref=False, seed=1,
+    transfer="staged",
 ):
-    """Run both backends on the same synthetic frames and assert parity."""
+    """Run both backends on the same synthetic frames and assert parity (by default at the
+    clip's first frames, where KNLMeansCL's window is shorter, and at its last)."""
     clips = [SyntheticClip(fmt, num_frames, seed=seed, noise=noise)]
     if ref:
         clips.append(SyntheticClip(fmt, num_frames, seed=seed + 7, noise=noise / 2))
@@ -226,3 +228,36 @@ def test_unwritten_planes_are_left_alone():
     clips = [SyntheticClip(fmt, 1)]
     out = run(backend, clips, 0, 0, (0,))
     assert set(out) == {0}
+
+
+@pytest.mark.parametrize("radius", [0, 2])
+def test_interior_and_border_blocks(radius):
+    """Frames large enough for blocks whose regions stay inside the frame (no border checks)
+    beside those that reach past it."""
+    passes = (options((0,), Distance.LUMA, h=3.0, r=radius, a=2, s=2),)
+    compare(layout("gray", bits=8, width=160, height=120), passes)
+
+
+@pytest.mark.parametrize("family", ["gray", "rgb"])
+def test_non_finite_samples_do_not_spread(family):
+    """NaN and inf samples pass through; every other output sample is finite and as the
+    oracle computes it."""
+    fmt = layout(family, bits=32, width=48, height=40)
+    distance = Distance.LUMA if family == "gray" else Distance.RGB
+    planes = (0,) if family == "gray" else (0, 1, 2)
+    passes = (options(planes, distance, h=4.0, r=1, a=2, s=2),)
+    clip = SyntheticClip(fmt, 3, seed=4, noise=0.02)
+    poisoned = {0: (5, 30), 1: (20, 17), 2: (39, 0)}  # frame -> (y, x) in plane 0
+    for n, value in zip(poisoned, (np.inf, np.nan, -np.inf), strict=True):
+        plane_values(clip.frames[n][0], fmt.plane_shape(0))[poisoned[n]] = value
+    cuda = CudaBackend(passes, fmt, device_index=None)
+    cpu = NumpyBackend(passes, fmt)
+    for n in range(3):
+        got, want = run(cuda, [clip], n, 1, planes), run(cpu, [clip], n, 1, planes)
+        for plane in planes:
+            expected = want[plane]
+            assert np.array_equal(np.isfinite(got[plane]), np.isfinite(expected))
+            np.testing.assert_allclose(got[plane], expected, rtol=FLOAT_TOLERANCE,
+                                       atol=FLOAT_TOLERANCE, equal_nan=True)
+        assert not np.isfinite(want[0][poisoned[n]])
+        assert all(int((~np.isfinite(want[p])).sum()) == (p == 0) for p in planes)

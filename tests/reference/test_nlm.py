@@ -19,8 +19,11 @@ def brute_force(window, center, h, a, s, wmode, wref, distance, guide=None):
     guide = window if guide is None else guide
     channels, height, width = window[center].shape
 
-    def sample(frame, c, y, x):  # clamp-to-edge reads
-        return frame[c, min(max(y, 0), height - 1), min(max(x, 0), width - 1)]
+    def inside(y, x):
+        return 0 <= y < height and 0 <= x < width
+
+    def sample(frame, c, y, x):  # zeros outside the frame, as KNLMeansCL reads
+        return frame[c, y, x] if inside(y, x) else 0.0
 
     def pixel_distance(k, y, x, qy, qx):
         a_ = [sample(guide[center], c, y, x) for c in range(channels)]
@@ -50,11 +53,17 @@ def brute_force(window, center, h, a, s, wmode, wref, distance, guide=None):
         for k, qy, qx in itertools.product(range(len(window)), range(-a, a + 1), range(-a, a + 1)):
             if (k, qy, qx) == (center, 0, 0):
                 continue
-            if not (0 <= y + qy < height and 0 <= x + qx < width):
-                continue  # candidates outside the frame take no part
+            # KNLMeansCL's border: offsets before the centre (in (t, y, x) order) leave out the
+            # patch terms outside the frame at the centre's side and keep a candidate outside
+            # (its value 0); offsets after it do so at the candidate's side and drop such a
+            # candidate.
+            before = (k - center, qy, qx) < (0, 0, 0)
+            if not before and not inside(y + qy, x + qx):
+                continue
             ssd = sum(
                 pixel_distance(k, y + py, x + px, qy, qx)
                 for py, px in itertools.product(range(-s, s + 1), repeat=2)
+                if (inside(y + py, x + px) if before else inside(y + qy + py, x + qx + px))
             )
             w = weight(ssd * scale)
             num += w * np.array([sample(window[k], c, y + qy, x + qx) for c in range(channels)])
@@ -98,8 +107,16 @@ def test_tiny_strength_returns_the_input_not_nan():
     rng = np.random.default_rng(3)
     window = random_window(rng, 1, 1)
     for wmode, wref in [(WeightMode.WELSCH, 1.0), (WeightMode.BISQUARE_A, 0.0)]:
-        out = nlm(window, center=1, h=1e-4, search_radius=2, patch_radius=1, wmode=wmode,
-                  wref=wref, distance=Distance.LUMA)
+        out = nlm(
+            window,
+            center=1,
+            h=1e-4,
+            search_radius=2,
+            patch_radius=1,
+            wmode=wmode,
+            wref=wref,
+            distance=Distance.LUMA,
+        )
         assert np.all(np.isfinite(out))
         np.testing.assert_allclose(out, window[1], atol=1e-12)
 
@@ -108,6 +125,14 @@ def test_denoising_lowers_the_error_on_a_real_picture():
     skimage = pytest.importorskip("skimage")
     clean = skimage.data.camera()[200:296, 200:328] / 255.0
     noisy = clean + np.random.default_rng(0).normal(0, 10 / 255, clean.shape)
-    out = nlm([noisy[None]], center=0, h=6.0, search_radius=3, patch_radius=2,
-              wmode=WeightMode.WELSCH, wref=1.0, distance=Distance.LUMA)[0]
+    out = nlm(
+        [noisy[None]],
+        center=0,
+        h=6.0,
+        search_radius=3,
+        patch_radius=2,
+        wmode=WeightMode.WELSCH,
+        wref=1.0,
+        distance=Distance.LUMA,
+    )[0]
     assert np.sqrt(np.mean((out - clean) ** 2)) < 0.7 * np.sqrt(np.mean((noisy - clean) ** 2))
