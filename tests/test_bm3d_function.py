@@ -335,4 +335,12 @@ def test_only_processed_planes_need_one_block(core):
         r"8x8 pixels, got 16x6 \(plane 2\)",
     ):
         core.avdenoise.BM3D(clip)
-    assert core.avdenoise.BM3D(clip, sigma=[3.0, 0.0], device="cpu").get_frame(0) is not None
+    # Chroma of sigma 0 is passed through, so only luma (32x12) needs blocks: no error, the
+    # chroma planes bit-identical and the noisy luma plane filtered.
+    fmt = core.get_video_format(vs.YUV420P8)
+    noisy = clip_from_planes(core, fmt, [random_planes(fmt, 32, 12, seed=5)])
+    out = core.avdenoise.BM3D(noisy, sigma=[10.0, 0.0], device="cpu").get_frame(0)
+    source = noisy.get_frame(0)
+    for plane in (1, 2):
+        assert np.array_equal(np.asarray(out[plane]), np.asarray(source[plane]))
+    assert not np.array_equal(np.asarray(out[0]), np.asarray(source[0]))
