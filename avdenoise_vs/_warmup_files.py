@@ -1,0 +1,106 @@
+"""The warm-up queue's two files: an flock-based lock (filelock) and a stamp.
+
+Nothing here knows about keys or places; `avdenoise_vs.warmup` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import time
+from typing import TYPE_CHECKING, Final, Literal
+
+import filelock
+
+from avdenoise_vs import _version
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = [
+    "WaitResult",
+    "new_lock",
+    "release_if_warm",
+    "wait_for_lock",
+    "write_stamp",
+]
+
+logger = logging.getLogger("avdenoise_vs.warmup")
+
+_POLL_S: Final[float] = 0.1
+
+WaitResult = Literal["held", "warm", "timeout"]
+"""How waiting for the lock ended: it is held, the stamp appeared, or time ran out."""
+
+
+def new_lock(path: Path) -> filelock.BaseFileLock:
+    """Make an flock-based lock object for `path` that any thread may release."""
+    # thread_local=False: the place may be released by another thread than the one that took
+    # it (VapourSynth worker threads, a garbage-collection finaliser); a thread-local lock
+    # would look unlocked there and keep the flock until the process exits.
+    try:
+        # filelock >= 4 would fall back to a presence-based soft lock on filesystems without
+        # flock; a killed holder would leave that behind, so treat it as "cannot lock".
+        return filelock.FileLock(str(path), thread_local=False, fallback_to_soft=False)
+    except TypeError:  # filelock 3.x has no soft fallback to switch off
+        return filelock.FileLock(str(path), thread_local=False)
+
+
+def wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> WaitResult:
+    """Poll for the lock about every 100 ms until held, stamped or out of time.
+
+    Raises
+    ------
+    OSError, NotImplementedError
+        When the lock file cannot be opened or locked at all.
+    """
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:  # a subclass of OSError, so caught before the caller's
+            pass
+        else:
+            return "held"
+        # The stamp appears just before the holder unlocks; seeing it here spares the waiters
+        # from taking the lock one after another only to release it again.
+        if stamp.exists():
+            return "warm"
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        time.sleep(min(_POLL_S, remaining))
+
+
+def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
+    """Take a second look at the stamp once the lock is held; if it is there, unlock at once."""
+    # The process ahead may have finished between our first look and our lock: this second look
+    # is what lets one warm-up serve the whole queue.
+    try:
+        warm = stamp.exists()
+    except BaseException:
+        lock.release(force=True)
+        raise
+    if warm:
+        lock.release(force=True)
+    return warm
+
+
+def write_stamp(path: Path, key: int) -> bool:
+    """Write the stamp atomically (temp file + replace); False and a debug log on failure."""
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as stamp:
+                stamp.write(f"{key:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}\n")
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+    except OSError as exc:
+        logger.debug("cannot write %s (%s); the next process compiles again", path, exc)
+        return False
+    return True
