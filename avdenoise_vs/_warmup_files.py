@@ -36,16 +36,21 @@ WaitResult = Literal["held", "warm", "timeout"]
 
 
 def new_lock(path: Path) -> filelock.BaseFileLock:
-    """Make an flock-based lock object for `path` that any thread may release."""
+    """Make an flock-based lock object for `path` that any thread may release.
+
+    Notes
+    -----
+    Needs filelock >= 3.30, pyproject's floor. Given no mode, filelock creates the file
+    through the umask and default ACLs from 3.24 on (before, it forced 0o644, which kept the
+    other users of a shared cache out of the queue without a word; an explicit mode is still
+    forced with fchmod). From 3.30 it can be told not to fall back to a presence-based soft
+    lock on filesystems without flock, as 3.24 to 3.29 do unasked: a SIGKILLed holder would
+    leave that lock behind for every later worker to wait the full limit on.
+    """
     # thread_local=False: the place may be released by another thread than the one that took
     # it (VapourSynth worker threads, a garbage-collection finaliser); a thread-local lock
     # would look unlocked there and keep the flock until the process exits.
-    try:
-        # filelock >= 4 would fall back to a presence-based soft lock on filesystems without
-        # flock; a killed holder would leave that behind, so treat it as "cannot lock".
-        return filelock.FileLock(str(path), thread_local=False, fallback_to_soft=False)
-    except TypeError:  # filelock 3.x has no soft fallback to switch off
-        return filelock.FileLock(str(path), thread_local=False)
+    return filelock.FileLock(str(path), thread_local=False, fallback_to_soft=False)
 
 
 def wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> WaitResult:

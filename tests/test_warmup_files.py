@@ -1,6 +1,7 @@
-"""The warm-up queue's files: where they go.
+"""The warm-up queue's files: where they go, and a quiet stderr.
 
-CPU only, CuPy not needed: an imported CuPy is a fake module in ``sys.modules``.
+CPU only, CuPy not needed: an imported CuPy is a fake module in ``sys.modules``. CI also runs
+this file against the filelock floor declared in pyproject.toml (``.ci/run``).
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import subprocess
 import sys
+import textwrap
 import types
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,3 +128,40 @@ def test_queue_files_go_beside_cupys_cache(
     assert warm_up(KEY, lambda: None).queued  # no explicit directory: CuPy's
     assert _paths(cache)[1].exists()
     assert not elsewhere.exists()
+
+
+# --- stderr: a warm-up prints nothing ---------------------------------------------------------
+
+_WARM_UP_CHILD = textwrap.dedent(
+    """
+    import gc, sys
+    from avdenoise_vs.warmup import WarmUp, warm_up
+    cache = sys.argv[1]
+    assert warm_up(1, lambda: None, cache_dir=cache).queued
+    assert not warm_up(2, lambda: 1 / 0, cache_dir=cache).ok
+    place = WarmUp.begin(3, cache_dir=cache)
+    place.close()
+    del place
+    gc.collect()
+    place = WarmUp.begin(4, cache_dir=cache)
+    del place
+    gc.collect()
+    held_at_exit = WarmUp.begin(5, cache_dir=cache)
+    """
+)
+
+
+def test_a_warm_up_prints_nothing_on_stderr(cache: Path) -> None:
+    root = Path(__file__).parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])}
+    run = subprocess.run(
+        [sys.executable, "-c", _WARM_UP_CHILD, str(cache)],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RESULT_S,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Exception ignored" not in run.stderr
+    assert run.stderr == ""
