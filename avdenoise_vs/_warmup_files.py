@@ -1,6 +1,8 @@
 """The warm-up queue's two files: an flock-based lock (filelock) and a stamp.
 
-Nothing here knows about keys or places; `avdenoise_vs.warmup` does.
+Both are created through the umask and default ACLs, like the files of the directory they sit
+in, so that in a directory shared by one group (umask 002) each member can lock and replace
+them. Nothing here knows about keys or places; `avdenoise_vs.warmup` does.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
+import secrets
 import time
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -22,7 +24,9 @@ if TYPE_CHECKING:
 __all__ = [
     "WaitResult",
     "new_lock",
+    "note_unusable_lock",
     "release_if_warm",
+    "stamp_exists",
     "wait_for_lock",
     "write_stamp",
 ]
@@ -30,6 +34,9 @@ __all__ = [
 logger = logging.getLogger("avdenoise_vs.warmup")
 
 _POLL_S: Final[float] = 0.1
+
+# Lock files already reported as unusable: a script with many filters logs each once.
+_unusable_locks: set[str] = set()
 
 WaitResult = Literal["held", "warm", "timeout"]
 """How waiting for the lock ended: it is held, the stamp appeared, or time ran out."""
@@ -51,6 +58,15 @@ def new_lock(path: Path) -> filelock.BaseFileLock:
     # it (VapourSynth worker threads, a garbage-collection finaliser); a thread-local lock
     # would look unlocked there and keep the flock until the process exits.
     return filelock.FileLock(str(path), thread_local=False, fallback_to_soft=False)
+
+
+def note_unusable_lock(path: Path, exc: BaseException) -> None:
+    """Log at debug level, once per lock file and process, that `path` cannot be locked."""
+    name = str(path)
+    if name in _unusable_locks:
+        return
+    _unusable_locks.add(name)
+    logger.debug("warm-up queue off: cannot lock %s (%s); checking its stamp only", path, exc)
 
 
 def wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> WaitResult:
@@ -79,6 +95,14 @@ def wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> Wai
         time.sleep(min(_POLL_S, remaining))
 
 
+def stamp_exists(stamp: Path) -> bool:
+    """Whether the stamp is there; False when it cannot be looked at."""
+    try:
+        return stamp.exists()
+    except OSError:
+        return False
+
+
 def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
     """Take a second look at the stamp once the lock is held; if it is there, unlock at once."""
     # The process ahead may have finished between our first look and our lock: this second look
@@ -95,10 +119,12 @@ def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
 
 def write_stamp(path: Path, key: int) -> bool:
     """Write the stamp atomically (temp file + replace); False and a debug log on failure."""
+    temp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        fd, temp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+        # open(..., "x") creates with 0o666 through the umask and default ACLs (mkstemp would
+        # make it 0o600), so the stamp is as readable as the cache directory means it to be.
         try:
-            with os.fdopen(fd, "w", encoding="ascii") as stamp:
+            with open(temp, "x", encoding="ascii") as stamp:
                 stamp.write(f"{key:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}\n")
             os.replace(temp, path)
         except BaseException:

@@ -12,7 +12,9 @@ Both files live beside the kernel cache, in the directory CuPy's cache uses (`ca
     warm-<key as 32 lowercase hex digits>.stamp   written once the kernels are cached
 
 The key (`kernel_key`) hashes what the kernels are compiled for, not the filter's settings:
-every strength and frame size shares one stamp.
+every strength and frame size shares one stamp. Both files are created through the umask; a
+lock file this process cannot open (another user's, made under umask 022) degrades to a look
+at the stamp.
 
 Nothing here raises into the caller: an Av1an chunk that fails three times ends the whole
 encode, so every problem with the queue is logged and the caller compiles as it would have
@@ -53,7 +55,9 @@ from avdenoise_vs._warmup_cache import (
 )
 from avdenoise_vs._warmup_files import (
     new_lock,
+    note_unusable_lock,
     release_if_warm,
+    stamp_exists,
     wait_for_lock,
     write_stamp,
 )
@@ -235,9 +239,12 @@ class WarmUp:
         started = time.monotonic()
         try:
             result = wait_for_lock(lock, stamp, limit)
-        except (OSError, NotImplementedError) as exc:  # read-only dir, no flock, odd filesystem
-            logger.debug("warm-up queue off: cannot lock %s (%s)", lock_path, exc)
-            _report("unqueued", key)
+        except (OSError, NotImplementedError) as exc:
+            # A read-only directory, another user's lock file made under umask 022, no flock.
+            # This process cannot wait its turn, but the stamp still says whether the cache
+            # is warm: its own look, since the process ahead may have just finished.
+            note_unusable_lock(lock_path, exc)
+            _report("warm" if stamp_exists(stamp) else "unqueued", key)
             return None
         waited = time.monotonic() - started
         if result == "timeout":

@@ -1,4 +1,4 @@
-"""The warm-up queue's files: where they go, and a quiet stderr.
+"""The warm-up queue's files: where they go, their modes, an unusable lock, a quiet stderr.
 
 CPU only, CuPy not needed: an imported CuPy is a fake module in ``sys.modules``. CI also runs
 this file against the filelock floor declared in pyproject.toml (``.ci/run``).
@@ -7,6 +7,7 @@ this file against the filelock floor declared in pyproject.toml (``.ci/run``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 import subprocess
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from avdenoise_vs import _warmup_cache, warmup
-from avdenoise_vs.warmup import kernel_key, warm_up
+from avdenoise_vs import _warmup_cache, _warmup_files, warmup
+from avdenoise_vs.warmup import WarmUp, kernel_key, warm_up
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -128,6 +129,82 @@ def test_queue_files_go_beside_cupys_cache(
     assert warm_up(KEY, lambda: None).queued  # no explicit directory: CuPy's
     assert _paths(cache)[1].exists()
     assert not elsewhere.exists()
+
+
+# --- modes: a cache directory shared by a group -----------------------------------------------
+
+
+@pytest.mark.parametrize(("mask", "expected"), [(0o002, 0o664), (0o022, 0o644)])
+def test_queue_files_follow_the_umask(cache: Path, mask: int, expected: int) -> None:
+    lock_path, stamp_path = _paths(cache)
+    with umask(mask):
+        place = WarmUp.begin(KEY, cache_dir=cache)
+        assert place is not None
+        lock_mode = _mode(lock_path)  # while held: some filelock releases unlink the file
+        assert place.finish()
+    assert lock_mode == expected
+    assert _mode(stamp_path) == expected
+    assert list(cache.glob("*.tmp")) == [], "the stamp's temporary file must be gone"
+
+
+def _refuse_opening_for_writing(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:
+    """Make `path` fail to open for writing, as another user's 0o644 lock file does.
+
+    Root opens any file, so the refusal is simulated where filelock meets it, ``os.open``.
+    Returns the list that records every refused attempt.
+    """
+    refused: list[str] = []
+    real_open = os.open
+
+    def guarded_open(name: object, flags: int, *args: object, **kwargs: object) -> int:
+        if os.fspath(name) == str(path) and flags & (os.O_WRONLY | os.O_RDWR):
+            refused.append(str(name))
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", guarded_open)
+    return refused
+
+
+def test_unopenable_lock_degrades_to_the_stamp_and_logs_once(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock_path, stamp_path = _paths(cache)
+    lock_path.touch()
+    monkeypatch.setattr(_warmup_files, "_unusable_locks", set())
+    refused = _refuse_opening_for_writing(monkeypatch, lock_path)
+    compiles: list[int] = []
+    with caplog.at_level(logging.DEBUG, logger=warmup.__name__):
+        first = warm_up(KEY, lambda: compiles.append(1), cache_dir=cache)
+        second = warm_up(KEY, lambda: compiles.append(2), cache_dir=cache)
+    assert refused, "the lock file must have been tried"
+    assert (first.queued, first.ok, second.queued, second.ok) == (False, True, False, True)
+    assert compiles == [1, 2], "without the lock each process compiles for itself"
+    assert not stamp_path.exists(), "no stamp without the lock: the next one cannot trust it"
+    notes = [r for r in caplog.records if "cannot lock" in r.getMessage()]
+    assert len(notes) == 1
+    assert notes[0].levelno == logging.DEBUG
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_unopenable_lock_still_sees_a_stamp_written_meanwhile(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Another user's process finishes between this one's first look and its failed open.
+    lock_path, stamp_path = _paths(cache)
+    report = tmp_path / "report"
+    monkeypatch.setenv("AVDENOISE_WARMUP_REPORT", str(report))
+    real_new_lock = _warmup_files.new_lock
+
+    def stamped_meanwhile(path: Path) -> object:
+        stamp_path.write_text("written by another user\n")
+        return real_new_lock(path)
+
+    monkeypatch.setattr(warmup, "new_lock", stamped_meanwhile)
+    lock_path.touch()
+    _refuse_opening_for_writing(monkeypatch, lock_path)
+    assert WarmUp.begin(KEY, cache_dir=cache) is None
+    assert (report / f"warm-{os.getpid()}").read_text() == f"{KEY:032x}\n"
 
 
 # --- stderr: a warm-up prints nothing ---------------------------------------------------------
