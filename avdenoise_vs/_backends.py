@@ -2,7 +2,18 @@
 
 Backends share one interface: ``process(n, frame_numbers, windows, dst)`` (the bridge's frame
 protocol, see ``_native/bridge.c``). A GPU backend that cannot start (no CuPy, no device)
-is skipped by ``device='auto'`` and reported when it was asked for by name.
+is skipped by ``device='auto'`` and is an error when it was asked for by name.
+
+A GPU backend that starts but whose warm-up fails (NVRTC, out of memory while compiling, a
+corrupt cache file, a CuPy bug) never fails the filter's creation, since a failed Av1an chunk
+can end the whole encode:
+
+- ``device='auto'`` moves on to the next of ``accelerators`` that can run (the CPU by
+  default), with a warning in VapourSynth's log naming the cause: a GPU whose compile failed
+  once is likely to fail on every frame, and the CPU backend is exact;
+- ``device='cuda'`` / ``'cuda:N'``, or ``'auto'`` when no later accelerator can run, keeps
+  the GPU backend, with a warning: its passes compile their kernels on first use, so its
+  first frame compiles them again, and a second failure is that frame's error.
 """
 
 from __future__ import annotations
@@ -10,11 +21,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ._log import vs_warning
 from ._options import FrameLayout, PlaneOptions
 
 __all__ = ["BackendUnavailable", "select_backend"]
 
 logger = logging.getLogger(__name__)
+
+#: Longest cause quoted in a warning: an NVRTC log can run to pages.
+_CAUSE_CHARS = 300
+#: What a kept GPU backend whose warm-up failed does (see the module notes).
+_RETRY = "its first frame compiles the kernels again"
 
 
 class BackendUnavailable(Exception):
@@ -28,13 +45,13 @@ def select_backend(
     passes: tuple[PlaneOptions, ...],
     layout: FrameLayout,
 ):
-    """Build the backend for a call.
+    """Build and warm up the backend for a call.
 
     Raises
     ------
     ValueError
         When the requested device cannot run (``device='cuda'`` without a usable GPU), or
-        when no accelerator of ``accelerators`` can.
+        when no accelerator of ``accelerators`` can. A failed warm-up is never an error.
     """
     if device == "auto":
         candidates = [(name, None) for name in accelerators]
@@ -42,6 +59,7 @@ def select_backend(
         name, _, index = device.partition(":")
         candidates = [(name, int(index) if index else None)]
     reasons = []
+    cold = None  # (name, cause, backend) of the first backend whose warm-up failed
     for name, index in candidates:
         try:
             backend = _build(name, index, passes, layout)
@@ -49,10 +67,45 @@ def select_backend(
             logger.debug("avdenoise: backend %s unavailable: %s", name, error)
             reasons.append(f"{name}: {error}")
             continue
-        logger.debug("avdenoise.%s: running on %s", function, name)
-        return backend
-    raise ValueError(
-        f"avdenoise.{function}: device={device!r} cannot run here ({'; '.join(reasons)})"
+        cause = _warm_up(backend)
+        if cause is None:
+            if cold is not None:
+                _warn(function, *cold[:2], f"device='auto' runs on {name} instead")
+            logger.debug("avdenoise.%s: running on %s", function, name)
+            return backend
+        if device != "auto":
+            _warn(function, name, cause, f"device={device!r} stays on it; {_RETRY}")
+            return backend
+        cold = cold or (name, cause, backend)
+    if cold is not None:
+        _warn(
+            function,
+            *cold[:2],
+            f"no other of accelerators can run, so device='auto' stays on it; {_RETRY}",
+        )
+        return cold[2]
+    raise ValueError(_cannot_run(function, device, accelerators, reasons))
+
+
+def _cannot_run(function: str, device: str, accelerators: Sequence[str], reasons) -> str:
+    """The error message when no backend of the call can run here: why, and what can."""
+    why = "; ".join(reasons)
+    if device == "auto":
+        return (
+            f"avdenoise.{function}: device='auto' cannot run here with "
+            f"accelerators={list(accelerators)!r} ({why}); 'cpu' runs anywhere"
+        )
+    return (
+        f"avdenoise.{function}: device={device!r} cannot run here ({why}); "
+        "device='auto' or 'cpu' runs anywhere"
+    )
+
+
+def _warn(function: str, name: str, cause: str, consequence: str) -> None:
+    """Warn in VapourSynth's log that a backend's warm-up failed, why, and what follows."""
+    vs_warning(
+        logger,
+        f"avdenoise.{function}: warming up the {name} backend failed ({cause}); {consequence}",
     )
 
 
@@ -70,18 +123,32 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout):
         raise BackendUnavailable(f"the CUDA backend cannot load ({error})") from error
     backend = CudaBackend(passes, layout, device_index=index)
     record_phase("cuda")
-    _warm_up(backend, (passes, index), layout)
-    record_phase("warm")
     return backend
 
 
-def _warm_up(backend, options, layout: FrameLayout) -> None:
-    """Compile every kernel of the configuration now, one process at a time (issue #3).
+def _warm_up(backend) -> str | None:
+    """Compile every kernel of a GPU backend now, one process at a time (the warm-up queue).
 
     Running the whole per-frame pipeline once on a synthetic frame also compiles CuPy's own
     kernels that it uses. Under the warm-up queue, the first of many Av1an workers compiles
     while the others wait and then load the warm cache.
+
+    Returns
+    -------
+    str or None
+        The cause when the warm-up failed (one line, shortened), else None; None too for a
+        backend that compiles nothing (the CPU's).
     """
+    if not hasattr(backend, "kernel_specs"):
+        return None
     from . import warmup
 
-    warmup.warm_up(warmup.kernel_key(options, layout), backend.warm_up)
+    key = warmup.kernel_key(backend.kernel_specs(), device=backend.device_id)
+    outcome = warmup.warm_up(key, backend.warm_up)
+    if outcome.ok:
+        warmup.record_phase("warm")
+        return None
+    error = outcome.error
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    cause = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
+    return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 3] + "..."

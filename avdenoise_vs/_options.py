@@ -1,8 +1,8 @@
 """Validated, frozen settings that reach the backends and the kernels.
 
-Everything a kernel's code depends on is a field here, because the warm-up queue keys its
-stamp on the ``repr`` of these objects (issue #3): a field left out would let two different
-kernel sets share one stamp.
+The CUDA passes derive their kernel specs (``_cuda/_source.py`` ``NlmSpec``,
+``_cuda/_bm3d_source.py`` ``Bm3dSpec``) from these; the warm-up queue keys on those specs, so
+a setting that changes a kernel's code must reach its spec, not only a field here.
 """
 
 from __future__ import annotations

@@ -6,59 +6,74 @@ one result. The queue lets the first process compile under an OS lock while the 
 they then load the warm cache. A stamp file written after a successful compile lets every later
 process skip the queue without even opening the lock file.
 
-Both files live beside the kernel cache, in CuPy's cache directory::
+Both files live beside the kernel cache, in the directory CuPy's cache uses (`cache_dir`)::
 
-    warm-<key as 32 lowercase hex digits>.lock    flock-based lock, never deleted
+    warm-<key as 32 lowercase hex digits>.lock    flock-based lock
     warm-<key as 32 lowercase hex digits>.stamp   written once the kernels are cached
 
+The key (`kernel_key`) hashes what the kernels are compiled for, not the filter's settings:
+every strength and frame size shares one stamp. Both files are created through the umask; a
+lock file this process cannot open (another user's, made under umask 022) degrades to a look
+at the stamp.
+
 Nothing here raises into the caller: an Av1an chunk that fails three times ends the whole
-encode, so every problem with the queue itself is logged and the caller simply compiles as it
-would have without a queue.
+encode, so every problem with the queue is logged and the caller compiles as it would have
+without a queue, and `warm_up` hands back what the compile raised instead of raising it.
 
 Environment variables
 ---------------------
 CUPY_CACHE_DIR
-    CuPy's kernel cache directory (default ``~/.cupy/kernel_cache``); the queue files go there.
+    CuPy's kernel cache directory (default ``~/.cupy/kernel_cache``), read by CuPy at import;
+    the queue files go where CuPy's cache is.
 CUPY_CACHE_IN_MEMORY
     ``1`` keeps CuPy's cache in memory; with no files to share, the queue is off.
 AVDENOISE_WARMUP
     ``0`` (or ``false``, ``no``, ``off``) switches the queue off, for comparison benchmarks.
 AVDENOISE_WARMUP_REPORT
-    A directory. When set, each process records what the queue did for it in files named
-    ``compiled-<pid>`` (compiled under a held place), ``waited-<pid>`` (waited, then found the
-    cache warm), ``self-<pid>`` (gave up waiting and compiled for itself), ``warm-<pid>`` (found
-    the stamp at once) and ``unqueued-<pid>`` (queue switched off or unusable); each line is a
-    key. A file ``phases-<pid>`` holds ``<phase> <time.time()>`` lines marking the steps of a
-    GPU filter's creation (see `record_phase`). ``scripts/fleet.py`` reads them.
+    A directory where each process records what the queue did for it (``compiled``,
+    ``waited``, ``self``: gave up waiting, ``warm``: found the stamp, ``unqueued``) and when
+    a GPU filter's creation reached its steps (`record_phase`); ``scripts/fleet.py`` reads it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
-import importlib.util
 import logging
 import math
 import os
-import sys
-import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
-import filelock
-
-from avdenoise_vs import _version
+from avdenoise_vs._log import vs_warning
+from avdenoise_vs._warmup_cache import (
+    cache_dir,
+    environment_fingerprint,
+    kernel_key,
+    usable_directory,
+)
+from avdenoise_vs._warmup_files import (
+    new_lock,
+    note_unusable_lock,
+    release_if_warm,
+    stamp_exists,
+    wait_for_lock,
+    write_stamp,
+)
+from avdenoise_vs._warmup_report import record_outcome as _report
+from avdenoise_vs._warmup_report import record_phase
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
 
+    import filelock
+
 __all__ = [
     "DEFAULT_WAIT_LIMIT_S",
     "WarmUp",
+    "WarmUpOutcome",
     "cache_dir",
     "environment_fingerprint",
     "kernel_key",
@@ -71,9 +86,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_WAIT_LIMIT_S: Final[float] = 180.0
 """How long a process waits for the one ahead of it before compiling for itself."""
 
-_POLL_S: Final[float] = 0.1
 _SWITCH_ENV: Final[str] = "AVDENOISE_WARMUP"
-_REPORT_ENV: Final[str] = "AVDENOISE_WARMUP_REPORT"
 _OFF_VALUES: Final[frozenset[str]] = frozenset({"0", "false", "no", "off"})
 
 # Keys this process holds a place for. A second filter with the same settings in the same
@@ -82,137 +95,10 @@ _OFF_VALUES: Final[frozenset[str]] = frozenset({"0", "false", "no", "off"})
 _held_keys: set[int] = set()
 _held_keys_lock = threading.Lock()
 
-_WaitResult = Literal["held", "warm", "timeout"]
-
-
-@functools.cache
-def environment_fingerprint() -> str:
-    """Describe what decides which files CuPy writes to its kernel cache.
-
-    CuPy names a cached binary after its source, the NVRTC version and the target
-    architecture, and a new CuPy release may change the scheme; a stamp written under one of
-    these says nothing about the cache under another.
-
-    Returns
-    -------
-    str
-        ``"cupy=<version>;nvrtc=<major>.<minor>;sm=<compute capability>"``, with ``none`` for
-        parts that cannot be found, or ``"no-cupy"`` when CuPy cannot be imported.
-
-    Notes
-    -----
-    Cached for the life of the process, and CuPy is only imported on the first call, never at
-    module import. The compute capability is that of the current device at that first call.
-    """
-    try:
-        import cupy  # noqa: PLC0415  # optional: CPU-only installs have no CuPy
-    except Exception:  # noqa: BLE001  # a broken CUDA install fails at import with anything
-        return "no-cupy"
-    return f"cupy={cupy.__version__};{_nvrtc_part(cupy)};{_arch_part(cupy)}"
-
-
-def _nvrtc_part(cupy: object) -> str:
-    """Return ``nvrtc=<major>.<minor>``, or ``nvrtc=none`` when NVRTC cannot be loaded."""
-    try:
-        major, minor = cupy.cuda.nvrtc.getVersion()  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001  # missing library, no driver, old CuPy layout
-        return "nvrtc=none"
-    return f"nvrtc={major}.{minor}"
-
-
-def _arch_part(cupy: object) -> str:
-    """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU."""
-    try:
-        capability = cupy.cuda.Device().compute_capability  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
-        return "sm=none"
-    return f"sm={capability}"
-
-
-def kernel_key(options: object, layout: object, *, environment: str | None = None) -> int:
-    """Hash everything that decides which kernels a filter compiles into a 128-bit key.
-
-    Parameters
-    ----------
-    options, layout : object
-        The filter's frozen settings and frame layout. Their whole ``repr`` goes into the key,
-        so it must show every field a kernel depends on.
-    environment : str, optional
-        Stands in for `environment_fingerprint` (CuPy, NVRTC and GPU); for tests.
-
-    Returns
-    -------
-    int
-        A key in ``[0, 2**128)``, the same in every process and on every run for the same
-        inputs (BLAKE2b, not the per-process salted ``hash``).
-    """
-    env = environment_fingerprint() if environment is None else environment
-    text = "\n".join((_version.__version__, repr(options), repr(layout), env))
-    digest = hashlib.blake2b(text.encode("utf-8", "backslashreplace"), digest_size=16).digest()
-    return int.from_bytes(digest, "big")
-
-
-def _cache_in_memory() -> bool:
-    """Mirror CuPy's reading of ``CUPY_CACHE_IN_MEMORY``: only an integer equal to 1 is on."""
-    value = os.environ.get("CUPY_CACHE_IN_MEMORY")
-    if not value:
-        return False
-    try:
-        return int(value) == 1
-    except ValueError:
-        return False
-
-
-def cache_dir() -> Path | None:
-    """Return the directory where CuPy caches kernels in this process.
-
-    Returns
-    -------
-    pathlib.Path or None
-        ``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``; ``None`` when
-        ``CUPY_CACHE_IN_MEMORY=1`` keeps the cache off disk. The directory may not exist yet.
-    """
-    if _cache_in_memory():
-        return None
-    # Same expression as CuPy's get_cache_dir: the variable's value is taken as is.
-    return Path(os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")))
-
 
 def _queue_enabled() -> bool:
     """Return whether ``AVDENOISE_WARMUP`` leaves the queue on (the default)."""
     return os.environ.get(_SWITCH_ENV, "1").strip().lower() not in _OFF_VALUES
-
-
-def _cupy_installed() -> bool:
-    """Return whether CuPy can be found, without importing it."""
-    try:
-        return importlib.util.find_spec("cupy") is not None
-    except (ImportError, ValueError):  # ValueError: a stub module without __spec__
-        return False
-
-
-def _usable_directory(explicit: str | os.PathLike[str] | None) -> Path | None:
-    """Return the directory for the queue files, created if need be, or None when off."""
-    if _cache_in_memory():
-        logger.debug("warm-up queue off: CUPY_CACHE_IN_MEMORY=1, no cache to share")
-        return None
-    if explicit is None:
-        # Without CuPy there is no cache to warm. An explicit directory skips this check so
-        # the queue can be used (and tested) on machines without CuPy.
-        if not _cupy_installed():
-            logger.debug("warm-up queue off: CuPy is not installed")
-            return None
-        directory = cache_dir()
-        if directory is None:
-            return None
-    else:
-        directory = Path(explicit)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        logger.debug("warm-up queue off: cannot create %s (%s)", directory, exc)
-        return None
-    return directory
 
 
 def _claim(key: int) -> bool:
@@ -228,115 +114,6 @@ def _unclaim(key: int) -> None:
     """Give `key` back so this process may queue for it again."""
     with _held_keys_lock:
         _held_keys.discard(key)
-
-
-def _report(kind: str, key: int) -> None:
-    """Record what the queue did for this process, for ``scripts/fleet.py``."""
-    _append_report(f"{kind}-{os.getpid()}", f"{key:032x}")
-
-
-def record_phase(name: str) -> None:
-    """Note in the report folder (if any) that this process reached `name`, and when.
-
-    The fleet benchmark turns these into where a worker's time to its first frame goes
-    (package loaded, CUDA context up, kernels warm) without a profiler on every worker.
-    """
-    _append_report(f"phases-{os.getpid()}", f"{name} {time.time():.6f}")
-
-
-def _append_report(filename: str, line: str) -> None:
-    """Append `line` to `filename` in the report folder; never raises."""
-    directory = os.environ.get(_REPORT_ENV)
-    if not directory:
-        return
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, filename), "a", encoding="ascii") as report:
-            report.write(line + "\n")
-    except OSError as exc:
-        logger.debug("cannot write the warm-up report in %s (%s)", directory, exc)
-
-
-def _log_warning(message: str) -> None:
-    """Warn through VapourSynth's log, which vspipe and Av1an show, else through logging."""
-    # Only a process that already runs VapourSynth gets the VS log: importing it here would
-    # start a core in processes that use the package without VapourSynth.
-    vapoursynth = sys.modules.get("vapoursynth")
-    try:
-        vapoursynth.core.log_message(vapoursynth.MESSAGE_TYPE_WARNING, message)  # type: ignore[union-attr]
-    except Exception:  # noqa: BLE001  # absent, or no core in this thread
-        logger.warning(message)
-
-
-def _new_lock(path: Path) -> filelock.BaseFileLock:
-    """Make an flock-based lock object for `path` that any thread may release."""
-    # thread_local=False: the place may be released by another thread than the one that took
-    # it (VapourSynth worker threads, a garbage-collection finaliser); a thread-local lock
-    # would look unlocked there and keep the flock until the process exits.
-    try:
-        # filelock >= 4 would fall back to a presence-based soft lock on filesystems without
-        # flock; a killed holder would leave that behind, so treat it as "cannot lock".
-        return filelock.FileLock(str(path), thread_local=False, fallback_to_soft=False)
-    except TypeError:  # filelock 3.x has no soft fallback to switch off
-        return filelock.FileLock(str(path), thread_local=False)
-
-
-def _wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> _WaitResult:
-    """Poll for the lock about every 100 ms until held, stamped or out of time.
-
-    Raises
-    ------
-    OSError, NotImplementedError
-        When the lock file cannot be opened or locked at all.
-    """
-    deadline = time.monotonic() + limit
-    while True:
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:  # a subclass of OSError, so caught before the caller's
-            pass
-        else:
-            return "held"
-        # The stamp appears just before the holder unlocks; seeing it here spares the waiters
-        # from taking the lock one after another only to release it again.
-        if stamp.exists():
-            return "warm"
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return "timeout"
-        time.sleep(min(_POLL_S, remaining))
-
-
-def _release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
-    """Take a second look at the stamp once the lock is held; if it is there, unlock at once."""
-    # The process ahead may have finished between our first look and our lock: this second look
-    # is what lets one warm-up serve the whole queue.
-    try:
-        warm = stamp.exists()
-    except BaseException:
-        lock.release(force=True)
-        raise
-    if warm:
-        lock.release(force=True)
-    return warm
-
-
-def _write_stamp(path: Path, key: int) -> bool:
-    """Write the stamp atomically (temp file + replace); False and a debug log on failure."""
-    try:
-        fd, temp = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="ascii") as stamp:
-                stamp.write(f"{key:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}\n")
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
-    except OSError as exc:
-        logger.debug("cannot write %s (%s); the next process compiles again", path, exc)
-        return False
-    return True
 
 
 def _resolve_limit(wait_limit: float | None) -> float:
@@ -434,7 +211,7 @@ class WarmUp:
             logger.debug("warm-up queue off: %s=0", _SWITCH_ENV)
             _report("unqueued", key)
             return None
-        directory = _usable_directory(explicit_dir)
+        directory = usable_directory(explicit_dir)
         if directory is None:
             _report("unqueued", key)
             return None
@@ -458,23 +235,27 @@ class WarmUp:
     @classmethod
     def _queue(cls, key: int, lock_path: Path, stamp: Path, limit: float) -> WarmUp | None:
         """Wait for the lock and turn the outcome into a place or None."""
-        lock = _new_lock(lock_path)
+        lock = new_lock(lock_path)
         started = time.monotonic()
         try:
-            result = _wait_for_lock(lock, stamp, limit)
-        except (OSError, NotImplementedError) as exc:  # read-only dir, no flock, odd filesystem
-            logger.debug("warm-up queue off: cannot lock %s (%s)", lock_path, exc)
-            _report("unqueued", key)
+            result = wait_for_lock(lock, stamp, limit)
+        except (OSError, NotImplementedError) as exc:
+            # A read-only directory, another user's lock file made under umask 022, no flock.
+            # This process cannot wait its turn, but the stamp still says whether the cache
+            # is warm: its own look, since the process ahead may have just finished.
+            note_unusable_lock(lock_path, exc)
+            _report("warm" if stamp_exists(stamp) else "unqueued", key)
             return None
         waited = time.monotonic() - started
         if result == "timeout":
             _report("self", key)
-            _log_warning(
+            vs_warning(
+                logger,
                 f"avdenoise: waited {waited:.0f} s for another process to compile the CUDA "
-                f"kernels ({lock_path}); compiling in this process instead"
+                f"kernels ({lock_path}); compiling in this process instead",
             )
             return None
-        if result == "warm" or _release_if_warm(lock, stamp):
+        if result == "warm" or release_if_warm(lock, stamp):
             _report("waited", key)
             logger.debug("waited %.2f s; kernel cache now warm for %032x", waited, key)
             return None
@@ -501,7 +282,7 @@ class WarmUp:
                 logger.debug("finish() after release of %032x: no stamp written", self.key)
                 return False
             # The stamp must exist before the unlock so the next holder's second look sees it.
-            self.finished = _write_stamp(self.stamp_path, self.key)
+            self.finished = write_stamp(self.stamp_path, self.key)
             self._release()
         return self.finished
 
@@ -554,13 +335,35 @@ class WarmUp:
         return f"<WarmUp {self.key:032x} {state}>"
 
 
+@dataclass(frozen=True)
+class WarmUpOutcome:
+    """What `warm_up` did.
+
+    Attributes
+    ----------
+    queued : bool
+        Whether this process compiled under a held place in the queue.
+    error : Exception or None
+        What the compile raised, None when it returned. The place, if any, was then released
+        without a stamp, so the next process compiles again.
+    """
+
+    queued: bool
+    error: Exception | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the compile returned."""
+        return self.error is None
+
+
 def warm_up(
     key: int,
     compile_fn: Callable[[], object],
     *,
     cache_dir: str | os.PathLike[str] | None = None,
     wait_limit: float | None = None,
-) -> bool:
+) -> WarmUpOutcome:
     """Run `compile_fn` under a place in the warm-up queue, or directly when there is none.
 
     Parameters
@@ -574,24 +377,28 @@ def warm_up(
 
     Returns
     -------
-    bool
-        True when this process compiled under a held place (and, if `compile_fn` returned,
-        wrote the stamp); False when it ran `compile_fn` without one.
+    WarmUpOutcome
+        Whether this process compiled under a held place (stamped if `compile_fn` returned),
+        and what `compile_fn` raised, if anything.
 
     Raises
     ------
-    Exception
-        Whatever `compile_fn` raises; the place is then released without a stamp. The queue
-        itself never raises.
+    BaseException
+        Only what `compile_fn` raises that is not an ``Exception`` (``KeyboardInterrupt``,
+        ``SystemExit``). Everything else, the queue's problems and the compile's, is returned
+        or logged: deciding what a failed warm-up means is the caller's business.
     """
     place = WarmUp.begin(key, cache_dir=cache_dir, wait_limit=wait_limit)
-    if place is None:
-        compile_fn()
-        return False
+    queued = place is not None
     try:
         compile_fn()
-    except BaseException:
-        place.close()
-        raise
-    place.finish()
-    return True
+    except Exception as error:  # NVRTC, out of memory, a corrupt cache file, a CuPy bug
+        logger.debug("warm-up of %032x failed", key, exc_info=True)
+        return WarmUpOutcome(queued, error)
+    else:
+        if place is not None:
+            place.finish()
+        return WarmUpOutcome(queued)
+    finally:
+        if place is not None:
+            place.close()  # after finish(), nothing; after a failure, released without a stamp

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOIN_S",
-    "FakeLayout",
-    "FakeOptions",
+    "FakeSpec",
     "hold_place",
     "hold_until_killed",
     "late_begin",
@@ -45,26 +44,17 @@ HOLD_FOREVER_S = 60.0
 
 
 @dataclass(frozen=True)
-class FakeOptions:
-    """Stand-in for the package's frozen filter options."""
+class FakeSpec:
+    """Stand-in for a kernel spec (``NlmSpec``, ``Bm3dSpec``): frozen compile-time values."""
 
     algorithm: str = "nlm"
     radius: int = 2
-    strength: float = 1.2
-
-
-@dataclass(frozen=True)
-class FakeLayout:
-    """Stand-in for the package's frozen frame layout."""
-
-    width: int = 64
-    height: int = 48
-    bits: int = 8
+    dtype: str = "uint8"
 
 
 def reference_key() -> int:
-    """Key of the default stand-ins, computed the same way in every process."""
-    return kernel_key(FakeOptions(), FakeLayout())
+    """Key of the default stand-in, computed the same way in every process."""
+    return kernel_key([FakeSpec()])
 
 
 def record(path: str, label: str) -> None:
@@ -102,8 +92,8 @@ def queue_worker(  # noqa: PLR0913, PLR0917  # a spawn target takes its argument
 ) -> None:
     """Wait for the common start, then warm up like a vspipe worker; report when done."""
     start.wait(EVENT_S)
-    compiled = warm_up(key, _fake_compile(cache_dir, record_path, compile_s), cache_dir=cache_dir)
-    results.put((os.getpid(), compiled, time.monotonic()))
+    outcome = warm_up(key, _fake_compile(cache_dir, record_path, compile_s), cache_dir=cache_dir)
+    results.put((os.getpid(), outcome.queued, time.monotonic()))
 
 
 def hold_place(cache_dir: str, key: int, held: Event, release: Event) -> None:

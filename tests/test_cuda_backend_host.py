@@ -439,3 +439,123 @@ def test_failed_bridge_wait_fails_the_frame_and_the_next_one_synchronizes(fake_c
     out = _process(backend, layout, frames, 3, 0, written, bridge)
     np.testing.assert_array_equal(out[0], frames[3][0])
     assert runtime.counts["streamSynchronize"] == 1  # the failed frame's, before reuse
+
+
+# --- a failed warm-up: the passes stay retryable ----------------------------------------------
+
+_REAL_NLM_LOAD = cuda_nlm.NlmPass._load
+
+
+class _FlakyKernel:
+    """A ``cupy.RawKernel`` whose compile (``.kernel``) fails the first `failures` times."""
+
+    def __init__(self, handle: int, failures: int, attempts: list) -> None:
+        self._handle, self._failures, self._attempts = handle, failures, attempts
+
+    @property
+    def kernel(self):
+        self._attempts.append(self._handle)
+        if len(self._attempts) <= self._failures:
+            raise RuntimeError("fake NVRTC failure")
+        return types.SimpleNamespace(ptr=self._handle)
+
+
+def _flaky_kernels(monkeypatch, calls, npass, failures: int) -> list:
+    """Make `npass` compile through its real ``_load`` with a factory that fails at first;
+    returns the list of compile attempts."""
+    attempts: list = []
+    handle = id(npass)
+    calls.kernels[handle] = _window_max_kernel(npass, np.dtype(npass.spec.dtype))
+    factory = types.ModuleType("avdenoise_vs._cuda._kernels")
+    factory.get_nlm_main_kernel = lambda spec: _FlakyKernel(handle, failures, attempts)
+    monkeypatch.setitem(sys.modules, factory.__name__, factory)
+    monkeypatch.setattr(cuda_nlm.NlmPass, "_load", _REAL_NLM_LOAD)
+    monkeypatch.setattr(cuda_nlm, "cuda_calls", lambda: calls)
+    return attempts
+
+
+def test_failed_warm_up_compiles_again_on_the_first_frame(fake_cuda, monkeypatch):
+    _, calls = fake_cuda
+    backend, layout, written = _backend("GRAY8", "direct")
+    attempts = _flaky_kernels(monkeypatch, calls, backend._passes[0], failures=1)
+    with pytest.raises(RuntimeError, match="fake NVRTC failure"):
+        backend.warm_up()
+    frames = _frames(layout)
+    for n in range(LENGTH):
+        out = _process(backend, layout, frames, n, 1, written)
+        np.testing.assert_array_equal(out[0], _expected(frames, n, 1, 0))
+    assert len(attempts) == 2, "one failed compile in the warm-up, one on the first frame"
+
+
+def test_warm_up_failing_after_its_uploads_leaves_no_synthetic_frame(fake_cuda, monkeypatch):
+    _, calls = fake_cuda
+    backend, layout, written = _backend("GRAY8", "direct")
+    launch = calls.launch
+    failures = [RuntimeError("fake launch failure")]
+
+    def launch_once_failing(*args):
+        if failures:
+            raise failures.pop()
+        launch(*args)
+
+    monkeypatch.setattr(calls, "launch", launch_once_failing)
+    with pytest.raises(RuntimeError, match="fake launch failure"):
+        backend.warm_up()
+    warm_keys = [(cuda_backend._WARM_BASE, cuda_backend._WARM_FRAME + t) for t in range(3)]
+    assert not any(key in backend._cache for key in warm_keys)
+    frames = _frames(layout)
+    out = _process(backend, layout, frames, 2, 1, written)
+    np.testing.assert_array_equal(out[0], _expected(frames, 2, 1, 0))
+
+
+def test_second_compile_failure_is_a_frame_error(fake_cuda, monkeypatch):
+    _, calls = fake_cuda
+    backend, layout, written = _backend("GRAY8", "direct")
+    _flaky_kernels(monkeypatch, calls, backend._passes[0], failures=2)
+    with pytest.raises(RuntimeError, match="fake NVRTC failure"):
+        backend.warm_up()
+    frames = _frames(layout)
+    with pytest.raises(RuntimeError, match="fake NVRTC failure"):
+        _process(backend, layout, frames, 0, 1, written)
+    out = _process(backend, layout, frames, 1, 1, written)  # the frame after compiles
+    np.testing.assert_array_equal(out[0], _expected(frames, 1, 1, 0))
+
+
+def test_failed_bm3d_compile_leaves_the_pass_retryable(monkeypatch):
+    from avdenoise_vs._cuda import bm3d as cuda_bm3d
+    from avdenoise_vs._cuda._bm3d_source import BM3D_KERNELS
+
+    layout = FrameLayout(32, 24, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
+    options = PlaneOptions(
+        algorithm="bm3d", planes=(0,), distance=Distance.LUMA, strength=3.0, radius=0,
+        search_radius=None, patch_radius=None, wmode=None, wref=None, has_ref=False,
+        stages=2, lambda_ht=2.7, mismatch_scale=1.0, block_step=3, bm_range=4, ps_num=2,
+        ps_range=4,
+    )  # fmt: skip
+    npass = cuda_bm3d.Bm3dPass(options, layout, {0: 0}, {0: 512})
+    attempts = []
+
+    def get_bm3d_kernels(spec):
+        attempts.append(spec)
+        if len(attempts) == 1:
+            raise RuntimeError("fake NVRTC failure")
+        return {name: _FlakyKernel(i, 0, []) for i, name in enumerate(BM3D_KERNELS)}
+
+    factory = types.ModuleType("avdenoise_vs._cuda._kernels")
+    factory.get_bm3d_kernels = get_bm3d_kernels
+    monkeypatch.setitem(sys.modules, factory.__name__, factory)
+    monkeypatch.setattr(cuda_bm3d, "cuda_calls", lambda: None)
+    with pytest.raises(RuntimeError, match="fake NVRTC failure"):
+        npass.prepare()
+    assert npass._kernels is None
+    npass.prepare()
+    assert npass._kernels == {name: i for i, name in enumerate(BM3D_KERNELS)}
+
+
+def test_kernel_specs_are_the_passes_specs_without_repeats(fake_cuda):
+    backend, _, _ = _backend("YUV420P16", "direct")
+    specs = backend.kernel_specs()
+    assert specs == tuple(npass.spec for npass in backend._passes)
+    assert len(specs) == 2  # luma and chroma: two distances, two kernels
+    backend._passes.append(backend._passes[0])
+    assert backend.kernel_specs() == specs

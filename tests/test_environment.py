@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from avdenoise_vs import _environment, warmup
+from avdenoise_vs import _environment, _warmup_report, warmup
 from avdenoise_vs._cuda import backend, bm3d
 from avdenoise_vs._environment import VARIABLES, default, positive_int, switch
 
@@ -55,7 +55,7 @@ def test_only_variables_of_the_table_are_read() -> None:
 
 
 def test_table_agrees_with_the_code() -> None:
-    assert {warmup._SWITCH_ENV, warmup._REPORT_ENV} <= NAMES
+    assert {warmup._SWITCH_ENV, _warmup_report.REPORT_ENV} <= NAMES
     transfer = next(v for v in VARIABLES if v.name == "AVDENOISE_TRANSFER")
     assert sorted(transfer.choices) == sorted(backend._TRANSFERS)
     spatial, temporal = bm3d.DEFAULT_WORKSPACES

@@ -28,7 +28,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import _process_helpers as helpers
-from _process_helpers import FakeLayout, FakeOptions, reaping, recorded
+from _process_helpers import FakeSpec, reaping, recorded
 
 from avdenoise_vs import _version, warmup
 from avdenoise_vs.warmup import WarmUp, kernel_key, record_phase, warm_up
@@ -64,12 +64,13 @@ LATE = 3
 """Processes started after the cache is warm."""
 
 
+ENVIRONMENT = "cupy=14.2.0;nvrtc=13.0;sm=90"
+"""A stand-in for `environment_fingerprint`."""
+
+
 def _key(**changes: object) -> int:
-    """Key of the stand-ins with some fields changed (layout fields: width, height, bits)."""
-    layout_fields = {"width", "height", "bits"}
-    layout = FakeLayout(**{k: v for k, v in changes.items() if k in layout_fields})
-    options = FakeOptions(**{k: v for k, v in changes.items() if k not in layout_fields})
-    return kernel_key(options, layout, environment="cupy=13.0.0;nvrtc=12.4;sm=89")
+    """Key of the stand-in spec with some fields changed."""
+    return kernel_key([FakeSpec(**changes)], environment=ENVIRONMENT)
 
 
 def _paths(cache: Path, key: int) -> tuple[Path, Path]:
@@ -124,10 +125,10 @@ def test_same_key_across_processes() -> None:
 
 @pytest.mark.parametrize(
     "changes",
-    [{"bits": 16}, {"radius": 3}, {"algorithm": "bm3d"}, {"width": 65}],
-    ids=["depth", "radius", "algorithm", "width"],
+    [{"dtype": "uint16"}, {"radius": 3}, {"algorithm": "bm3d"}],
+    ids=["dtype", "radius", "algorithm"],
 )
-def test_different_settings_give_different_keys(changes: dict[str, object]) -> None:
+def test_different_specs_give_different_keys(changes: dict[str, object]) -> None:
     assert _key(**changes) != _key()
 
 
@@ -137,11 +138,18 @@ def test_different_version_gives_a_different_key(monkeypatch: pytest.MonkeyPatch
     assert _key() != before
 
 
+def test_key_is_of_the_set_of_specs() -> None:
+    first, second = FakeSpec(), FakeSpec(algorithm="bm3d")
+    key = kernel_key([first, second], environment=ENVIRONMENT)
+    assert kernel_key([second, first, second], environment=ENVIRONMENT) == key
+    assert kernel_key([first], environment=ENVIRONMENT) != key
+
+
 def test_different_cupy_environment_gives_a_different_key() -> None:
-    options, layout = FakeOptions(), FakeLayout()
-    old = kernel_key(options, layout, environment="cupy=13.0.0;nvrtc=12.4;sm=89")
-    assert kernel_key(options, layout, environment="cupy=13.1.0;nvrtc=12.4;sm=89") != old
-    assert kernel_key(options, layout, environment="cupy=13.0.0;nvrtc=12.4;sm=90") != old
+    specs = [FakeSpec()]
+    old = kernel_key(specs, environment="cupy=13.0.0;nvrtc=12.4;sm=89")
+    assert kernel_key(specs, environment="cupy=13.1.0;nvrtc=12.4;sm=89") != old
+    assert kernel_key(specs, environment="cupy=13.0.0;nvrtc=12.4;sm=90") != old
 
 
 def test_environment_without_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -258,26 +266,40 @@ def test_lock_held_in_another_description_times_out_through_logging(
 
 def test_warm_up_runs_compile_and_stamps(cache: Path) -> None:
     calls: list[int] = []
-    assert warm_up(_key(), lambda: calls.append(1), cache_dir=cache)
-    assert not warm_up(_key(), lambda: calls.append(2), cache_dir=cache)  # warm: runs directly
+    assert warm_up(_key(), lambda: calls.append(1), cache_dir=cache).queued
+    assert not warm_up(_key(), lambda: calls.append(2), cache_dir=cache).queued  # warm: direct
     assert calls == [1, 2]
     assert _paths(cache, _key())[1].exists()
 
 
-def test_warm_up_failure_propagates_and_leaves_no_stamp(cache: Path) -> None:
-    def broken() -> None:
-        raise KeyError("compile failed")
+def test_warm_up_failure_is_returned_and_leaves_no_stamp(cache: Path) -> None:
+    error = KeyError("compile failed")
 
-    with pytest.raises(KeyError, match="compile failed"):
-        warm_up(_key(), broken, cache_dir=cache)
+    def broken() -> None:
+        raise error
+
+    outcome = warm_up(_key(), broken, cache_dir=cache)
+    assert outcome.queued
+    assert not outcome.ok
+    assert outcome.error is error
     assert not _paths(cache, _key())[1].exists()
-    assert warm_up(_key(), lambda: None, cache_dir=cache)  # place and key were given back
+    assert warm_up(_key(), lambda: None, cache_dir=cache).queued  # place and key given back
+
+
+def test_warm_up_interrupt_propagates_and_releases(cache: Path) -> None:
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        warm_up(_key(), interrupted, cache_dir=cache)
+    assert not _paths(cache, _key())[1].exists()
+    assert warm_up(_key(), lambda: None, cache_dir=cache).queued
 
 
 def test_report_files(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     report = tmp_path / "report"
     monkeypatch.setenv("AVDENOISE_WARMUP_REPORT", str(report))
-    assert warm_up(_key(), lambda: None, cache_dir=cache)
+    assert warm_up(_key(), lambda: None, cache_dir=cache).queued
     assert WarmUp.begin(_key(), cache_dir=cache) is None
     pid = os.getpid()
     assert (report / f"compiled-{pid}").read_text() == f"{_key():032x}\n"
@@ -341,7 +363,10 @@ def test_bad_key_gives_none(cache: Path) -> None:
     assert WarmUp.begin(1 << 128, cache_dir=cache) is None
 
 
-def test_cache_dir_follows_cupy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_cache_dir_before_cupy_is_imported_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
     monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
     monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
     assert warmup.cache_dir() == tmp_path
@@ -441,7 +466,7 @@ def test_killed_holder_hands_over_to_a_waiter(
 def test_later_processes_skip_the_lock(
     cache: Path, spawn: multiprocessing.context.SpawnContext
 ) -> None:
-    assert warm_up(_key(), lambda: None, cache_dir=cache)
+    assert warm_up(_key(), lambda: None, cache_dir=cache).queued
     lock_path, _ = _paths(cache, _key())
     lock_path.unlink()
     results = spawn.Queue()
@@ -498,7 +523,7 @@ def test_fleet_reads_phases_apart_from_queue_kinds(
     monkeypatch.setenv("AVDENOISE_WARMUP_REPORT", str(report))
     started = time.time()
     record_phase("cuda")
-    assert warm_up(_key(), lambda: None, cache_dir=cache)
+    assert warm_up(_key(), lambda: None, cache_dir=cache).queued
     record_phase("warm")
     assert fleet.read_report(report) == ["compiled"]  # type: ignore[attr-defined]
     phases = fleet.read_phases(report, started)  # type: ignore[attr-defined]

@@ -302,7 +302,8 @@ class CudaBackend:
 
         Compiles every kernel this backend launches (CuPy's on-disk cache keeps them for other
         processes) and creates the calling thread's stream and buffers. The synthetic frames
-        are cached under keys no clip uses and dropped afterwards.
+        are cached under keys no clip uses and dropped afterwards. A compile that raises leaves
+        its pass's kernels unset, so the first frame compiles them again.
         """
         self._prepare_passes()
         layout = self.layout
@@ -323,13 +324,24 @@ class CudaBackend:
         )
         written = {p for options in self.passes for p in options.written_planes}
         dst = tuple(plane(p) if p in written else None for p in range(layout.num_planes))
-        step = self.bridge_process(0, frame_numbers, windows, dst, base=_WARM_BASE)
-        self._finish_here(step, dst)
-        self._cache.forget(
-            [(_WARM_BASE + i, f) for i in range(self._num_inputs) for f in frame_numbers]
-        )
-        for npass in self._passes:
-            npass.forget(frame_numbers)
+        try:
+            step = self.bridge_process(0, frame_numbers, windows, dst, base=_WARM_BASE)
+            self._finish_here(step, dst)
+        finally:  # a failed warm-up leaves no synthetic frame behind either
+            self._cache.forget(
+                [(_WARM_BASE + i, f) for i in range(self._num_inputs) for f in frame_numbers]
+            )
+            for npass in self._passes:
+                npass.forget(frame_numbers)
+
+    def kernel_specs(self) -> tuple:
+        """The compile-time specs of the kernels this backend launches, without repeats.
+
+        One ``NlmSpec`` or ``Bm3dSpec`` per pass: everything its kernels are specialised on
+        (radii, channels, dtype, tile height). Strengths, thresholds and frame sizes are
+        launch arguments, so the warm-up queue keys on these and one warm cache serves them.
+        """
+        return tuple(dict.fromkeys(npass.spec for npass in self._passes))
 
     def _prepare_passes(self) -> None:
         """Compile the passes' kernels side by side: NVRTC runs without the GIL, and in a

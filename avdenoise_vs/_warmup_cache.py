@@ -1,0 +1,207 @@
+"""What the warm-up queue is keyed on, and where CuPy keeps the cache it warms.
+
+CuPy names a cached kernel binary after its source, its compile options, the NVRTC version
+and the target architecture. The queue's key therefore hashes the same things: the kernel
+specs a backend compiles (every compile-time value of its kernels, see
+``_cuda/_source.py`` ``NlmSpec`` and ``_cuda/_bm3d_source.py`` ``Bm3dSpec``), this package's
+version (the kernel sources ship with it) and `environment_fingerprint`. Strengths,
+thresholds and frame sizes are launch arguments, not compile-time values, so one warm cache
+serves them all.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from avdenoise_vs import _version
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Iterable
+
+__all__ = [
+    "cache_dir",
+    "cache_in_memory",
+    "cupy_installed",
+    "environment_fingerprint",
+    "kernel_key",
+    "usable_directory",
+]
+
+logger = logging.getLogger("avdenoise_vs.warmup")
+
+
+@functools.cache
+def environment_fingerprint(device: int | None = None) -> str:
+    """Describe what, besides the sources, decides which binaries CuPy caches.
+
+    A stamp written under one CuPy, NVRTC or GPU architecture says nothing about the cache
+    under another, and a new CuPy release may change its naming scheme.
+
+    Parameters
+    ----------
+    device : int, optional
+        CUDA device whose compute capability counts; default: the current device.
+
+    Returns
+    -------
+    str
+        ``"cupy=<version>;nvrtc=<major>.<minor>;sm=<compute capability>"``, with ``none`` for
+        parts that cannot be found, or ``"no-cupy"`` when CuPy cannot be imported.
+
+    Notes
+    -----
+    Cached per device for the life of the process. CuPy is only imported on the first call,
+    never at module import.
+    """
+    try:
+        import cupy  # noqa: PLC0415  # optional: CPU-only installs have no CuPy
+    except Exception:  # noqa: BLE001  # a broken CUDA install fails at import with anything
+        return "no-cupy"
+    return f"cupy={cupy.__version__};{_nvrtc_part(cupy)};{_arch_part(cupy, device)}"
+
+
+def _nvrtc_part(cupy: object) -> str:
+    """Return ``nvrtc=<major>.<minor>``, or ``nvrtc=none`` when NVRTC cannot be loaded."""
+    try:
+        major, minor = cupy.cuda.nvrtc.getVersion()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001  # missing library, no driver, old CuPy layout
+        return "nvrtc=none"
+    return f"nvrtc={major}.{minor}"
+
+
+def _arch_part(cupy: object, device: int | None) -> str:
+    """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU."""
+    try:
+        capability = cupy.cuda.Device(device).compute_capability  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
+        return "sm=none"
+    return f"sm={capability}"
+
+
+def kernel_key(
+    specs: Iterable[Hashable], *, device: int | None = None, environment: str | None = None
+) -> int:
+    """Hash what a backend's kernels are compiled for into a 128-bit key.
+
+    Parameters
+    ----------
+    specs : iterable of hashable
+        The kernel specs the backend compiles (``CudaBackend.kernel_specs()``): frozen
+        objects whose ``repr`` shows every compile-time value. Their order and repeats do
+        not matter.
+    device : int, optional
+        The backend's CUDA device, for `environment_fingerprint`.
+    environment : str, optional
+        Stands in for `environment_fingerprint`; for tests.
+
+    Returns
+    -------
+    int
+        A key in ``[0, 2**128)``, the same in every process and on every run for the same
+        inputs (BLAKE2b, not the per-process salted ``hash``).
+    """
+    env = environment_fingerprint(device) if environment is None else environment
+    lines = sorted({repr(spec) for spec in specs})
+    text = "\n".join((_version.__version__, *lines, env))
+    digest = hashlib.blake2b(text.encode("utf-8", "backslashreplace"), digest_size=16).digest()
+    return int.from_bytes(digest, "big")
+
+
+def cache_in_memory() -> bool:
+    """Mirror CuPy's reading of ``CUPY_CACHE_IN_MEMORY``: only an integer equal to 1 is on."""
+    # CuPy reads this at every compile, not once at import, so the environment is the truth.
+    value = os.environ.get("CUPY_CACHE_IN_MEMORY")
+    if not value:
+        return False
+    try:
+        return int(value) == 1
+    except ValueError:
+        return False
+
+
+def cupy_installed() -> bool:
+    """Return whether CuPy can be found, without importing it."""
+    try:
+        return importlib.util.find_spec("cupy") is not None
+    except (ImportError, ValueError):  # ValueError: a stub module without __spec__
+        return False
+
+
+def cache_dir() -> Path | None:
+    """Return the directory where CuPy caches kernels in this process.
+
+    Returns
+    -------
+    pathlib.Path or None
+        Once CuPy is imported, the directory its kernel cache uses; before that,
+        ``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``, as CuPy will read them at import.
+        ``None`` when ``CUPY_CACHE_IN_MEMORY=1`` keeps the cache off disk, or when CuPy uses
+        a cache backend that is not a directory. The directory may not exist yet.
+    """
+    if cache_in_memory():
+        return None
+    cupy = sys.modules.get("cupy")
+    if cupy is None:  # not imported (or blocked with None)
+        return _directory_from_environment()
+    return _cupy_cache_dir(cupy)
+
+
+def _directory_from_environment() -> Path:
+    """The directory CuPy would read from the environment now (its own expression)."""
+    return Path(os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")))
+
+
+def _cupy_cache_dir(cupy: object) -> Path | None:
+    """The cache directory of an imported CuPy.
+
+    CuPy reads ``CUPY_CACHE_DIR`` and ``HOME`` once, when ``cupy.cuda.compiler`` is imported,
+    so a process that changes either afterwards must follow CuPy, not the environment.
+    """
+    compiler = getattr(getattr(cupy, "cuda", None), "compiler", None)
+    public = getattr(compiler, "get_cache_dir", None)
+    if callable(public):  # CuPy up to 13 (which re-read CUPY_CACHE_DIR at each call)
+        return Path(public())
+    # CuPy 14.1 and 14.2 have no public getter: the directory lives only in the disk cache
+    # backend that cupy.cuda.compiler creates at import. Read defensively: another layout
+    # degrades to the environment, a backend without a directory turns the queue off.
+    backend = getattr(compiler, "_kernel_cache_backend", None)
+    if backend is None:
+        logger.debug("cannot find CuPy's kernel cache directory; using the environment's")
+        return _directory_from_environment()
+    directory = getattr(backend, "_cache_dir", None)
+    if not isinstance(directory, (str, os.PathLike)):
+        logger.debug("CuPy's kernel cache (%s) is not a directory", type(backend).__name__)
+        return None
+    return Path(directory)
+
+
+def usable_directory(explicit: str | os.PathLike[str] | None) -> Path | None:
+    """Return the directory for the queue files, created if need be, or None when off."""
+    if cache_in_memory():
+        logger.debug("warm-up queue off: CUPY_CACHE_IN_MEMORY=1, no cache to share")
+        return None
+    if explicit is None:
+        # Without CuPy there is no cache to warm. An explicit directory skips this check so
+        # the queue can be used (and tested) on machines without CuPy.
+        if not cupy_installed():
+            logger.debug("warm-up queue off: CuPy is not installed")
+            return None
+        directory = cache_dir()
+        if directory is None:
+            logger.debug("warm-up queue off: CuPy's kernel cache is not a directory")
+            return None
+    else:
+        directory = Path(explicit)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        logger.debug("warm-up queue off: cannot create %s (%s)", directory, exc)
+        return None
+    return directory

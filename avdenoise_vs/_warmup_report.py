@@ -1,0 +1,56 @@
+"""What the warm-up queue did for this process, written for ``scripts/fleet.py``.
+
+With ``AVDENOISE_WARMUP_REPORT`` set to a directory, each process appends there one line per
+queue outcome to a file named after the outcome and its pid (``compiled-<pid>``,
+``waited-<pid>``, ... ; see `avdenoise_vs.warmup`), and ``<phase> <time.time()>`` lines to
+``phases-<pid>`` as a GPU filter's creation reaches its steps. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Final
+
+__all__ = ["REPORT_ENV", "record_outcome", "record_phase"]
+
+logger = logging.getLogger("avdenoise_vs.warmup")
+
+REPORT_ENV: Final[str] = "AVDENOISE_WARMUP_REPORT"
+"""The environment variable naming the report directory."""
+
+
+def record_outcome(kind: str, key: int) -> None:
+    """Record that the queue's outcome for `key` in this process was `kind`.
+
+    Parameters
+    ----------
+    kind : str
+        ``compiled``, ``waited``, ``self``, ``warm`` or ``unqueued``.
+    key : int
+        The kernel key, written as 32 lowercase hex digits.
+    """
+    _append(f"{kind}-{os.getpid()}", f"{key:032x}")
+
+
+def record_phase(name: str) -> None:
+    """Note in the report folder (if any) that this process reached `name`, and when.
+
+    The fleet benchmark turns these into where a worker's time to its first frame goes
+    (package loaded, CUDA context up, kernels warm) without a profiler on every worker.
+    """
+    _append(f"phases-{os.getpid()}", f"{name} {time.time():.6f}")
+
+
+def _append(filename: str, line: str) -> None:
+    """Append `line` to `filename` in the report folder; never raises."""
+    directory = os.environ.get(REPORT_ENV)
+    if not directory:
+        return
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, filename), "a", encoding="ascii") as report:
+            report.write(line + "\n")
+    except OSError as exc:
+        logger.debug("cannot write the warm-up report in %s (%s)", directory, exc)

@@ -1,0 +1,219 @@
+"""Backend choice when a GPU backend's warm-up fails: the filter is always created.
+
+A fake CUDA backend stands in for ``CudaBackend``: its "compile" fails a set number of times,
+then works, and its frames are the NumPy backend's, so that what the script gets can be
+compared with ``device='cpu'``. CPU only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from avdenoise_vs import _backends, warmup
+from avdenoise_vs._cuda import backend as cuda_backend
+from avdenoise_vs._options import (
+    ColorFamily,
+    Distance,
+    FrameLayout,
+    PlaneOptions,
+    SampleType,
+    WeightMode,
+)
+from avdenoise_vs._reference.backend import NumpyBackend
+
+vs = pytest.importorskip("vapoursynth")
+
+from .vsclips import clip_from_planes, random_planes  # noqa: E402  (needs VapourSynth)
+
+__all__: list[str] = []
+
+LAYOUT = FrameLayout(32, 24, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
+PASSES = (
+    PlaneOptions(
+        algorithm="nlm", planes=(0,), distance=Distance.LUMA, strength=1.2, radius=1,
+        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0, has_ref=False,
+    ),
+)  # fmt: skip
+
+
+class _FakeCuda:
+    """A CUDA backend whose kernels fail to compile `failures` times, then compile.
+
+    Like the real one, it compiles in `warm_up` and, when that failed, on its first frame.
+    """
+
+    name = "cuda"
+    failures = 0
+    unavailable: str | None = None
+    built: list[_FakeCuda] = []
+
+    def __init__(self, passes, layout, device_index=None) -> None:
+        if self.unavailable:
+            raise _backends.BackendUnavailable(self.unavailable)
+        self.passes, self.layout = passes, layout
+        self.device_id = device_index or 0
+        self.compiles = 0
+        self.compiled = False
+        self._frames = NumpyBackend(passes, layout)
+        self.built.append(self)
+
+    def kernel_specs(self) -> tuple:
+        return tuple(("fake-spec", p.algorithm, p.radius) for p in self.passes)
+
+    def _compile(self) -> None:
+        self.compiles += 1
+        if self.compiles <= self.failures:
+            raise RuntimeError(f"fake NVRTC failure {self.compiles}\nthe compiler's log, line 2")
+        self.compiled = True
+
+    def warm_up(self) -> None:
+        self._compile()
+
+    def process(self, n, frame_numbers, windows, dst) -> None:
+        if not self.compiled:
+            self._compile()
+        self._frames.process(n, frame_numbers, windows, dst)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> type[_FakeCuda]:
+    """Install a fresh subclass of `_FakeCuda` as the CUDA backend (tests set its class
+    attributes); the queue is off, so no file is touched."""
+    monkeypatch.setenv("AVDENOISE_WARMUP", "0")
+    fake = type("FakeCuda", (_FakeCuda,), {"built": []})
+    monkeypatch.setattr(cuda_backend, "CudaBackend", fake)
+    return fake
+
+
+@pytest.fixture
+def vs_log():
+    """Warnings (and worse) that reach VapourSynth's log while the test runs."""
+    messages: list[str] = []
+
+    def handler(kind: int, text: str) -> None:
+        if kind >= vs.MESSAGE_TYPE_WARNING:
+            messages.append(text)
+
+    handle = vs.core.add_log_handler(handler)
+    yield messages
+    vs.core.remove_log_handler(handle)
+
+
+def _select(device: str, accelerators=("cuda", "cpu")):
+    return _backends.select_backend("Denoise", device, list(accelerators), PASSES, LAYOUT)
+
+
+def _ours(messages: list[str]) -> list[str]:
+    return [m for m in messages if m.startswith("avdenoise.")]
+
+
+def test_auto_falls_back_to_the_cpu_with_a_warning(fake_cuda, vs_log) -> None:
+    fake_cuda.failures = 1
+    backend = _select("auto")
+    assert isinstance(backend, NumpyBackend)
+    (warning,) = _ours(vs_log)
+    assert warning == (
+        "avdenoise.Denoise: warming up the cuda backend failed (RuntimeError: fake NVRTC "
+        "failure 1); device='auto' runs on cpu instead"
+    )
+
+
+def test_explicit_cuda_keeps_the_backend_and_compiles_on_its_first_frame(fake_cuda, vs_log) -> None:
+    fake_cuda.failures = 1
+    backend = _select("cuda")
+    assert backend is fake_cuda.built[0]
+    assert not backend.compiled
+    (warning,) = _ours(vs_log)
+    assert "warming up the cuda backend failed (RuntimeError: fake NVRTC failure 1)" in warning
+    assert warning.endswith("device='cuda' stays on it; its first frame compiles the kernels again")
+    assert _select("cuda:0").device_id == 0  # 'cuda:N' too
+
+
+def test_auto_without_another_accelerator_keeps_the_backend(fake_cuda, vs_log) -> None:
+    fake_cuda.failures = 1
+    backend = _select("auto", accelerators=["cuda"])
+    assert backend is fake_cuda.built[0]
+    (warning,) = _ours(vs_log)
+    assert "no other of accelerators can run, so device='auto' stays on it" in warning
+
+
+def test_successful_warm_up_runs_on_the_gpu_without_a_word(fake_cuda, vs_log) -> None:
+    backend = _select("auto")
+    assert backend is fake_cuda.built[0]
+    assert backend.compiled
+    assert _ours(vs_log) == []
+
+
+def test_a_long_cause_is_shortened(fake_cuda, vs_log, monkeypatch) -> None:
+    def fail() -> None:
+        raise RuntimeError("x" * 5000)
+
+    monkeypatch.setattr(fake_cuda, "warm_up", lambda self: fail())
+    _select("auto")
+    (warning,) = _ours(vs_log)
+    assert len(warning) < 500
+    assert "xxx...)" in warning
+
+
+def test_the_key_is_that_of_the_backends_kernel_specs(fake_cuda, monkeypatch) -> None:
+    keys: list[int] = []
+    real_warm_up = warmup.warm_up
+    monkeypatch.setattr(
+        warmup, "warm_up", lambda key, fn: keys.append(key) or real_warm_up(key, fn)
+    )
+    backend = _select("cuda")
+    assert keys == [warmup.kernel_key(backend.kernel_specs(), device=backend.device_id)]
+
+
+def test_unavailable_explicit_device_says_what_can_run(fake_cuda) -> None:
+    fake_cuda.unavailable = "no CUDA device found"
+    with pytest.raises(
+        ValueError,
+        match=r"^avdenoise\.Denoise: device='cuda' cannot run here "
+        r"\(cuda: no CUDA device found\); device='auto' or 'cpu' runs anywhere$",
+    ):
+        _select("cuda")  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"device='auto' cannot run here with "
+        r"accelerators=\['cuda'\] \(cuda: no CUDA device found\); 'cpu' runs",
+    ):
+        _select("auto", accelerators=["cuda"])  # fmt: skip
+
+
+# --- through VapourSynth: what a script sees --------------------------------------------------
+
+
+def _clip(core):
+    fmt = core.get_video_format(vs.GRAY8)
+    frames = [random_planes(fmt, 32, 24, seed) for seed in range(4)]
+    return clip_from_planes(core, fmt, frames)
+
+
+def _plane(frame) -> np.ndarray:
+    return np.asarray(frame[0]).copy()
+
+
+def test_script_with_a_failed_warm_up_gets_the_cpu_frames(core, fake_cuda, vs_log) -> None:
+    fake_cuda.failures = 1
+    clip = _clip(core)
+    expected = _plane(core.avdenoise.Denoise(clip, device="cpu").get_frame(1))
+    auto = core.avdenoise.Denoise(clip)
+    np.testing.assert_array_equal(_plane(auto.get_frame(1)), expected)
+    assert any("device='auto' runs on cpu instead" in m for m in vs_log)
+
+
+def test_script_with_explicit_cuda_retries_once_then_fails_the_frame(
+    core, fake_cuda, vs_log
+) -> None:
+    clip = _clip(core)
+    fake_cuda.failures = 1
+    retried = core.avdenoise.Denoise(clip, device="cuda")  # created despite the failure
+    expected = _plane(core.avdenoise.Denoise(clip, device="cpu").get_frame(2))
+    np.testing.assert_array_equal(_plane(retried.get_frame(2)), expected)
+    assert fake_cuda.built[0].compiles == 2
+    fake_cuda.failures = 2
+    failing = core.avdenoise.Denoise(clip, device="cuda")
+    with pytest.raises(vs.Error, match="fake NVRTC failure 2"):
+        failing.get_frame(0)

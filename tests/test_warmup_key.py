@@ -1,0 +1,106 @@
+"""The warm-up key of real passes: what the kernels are compiled for, nothing else.
+
+Built from the CUDA passes' own specs (``NlmPass.spec``, ``Bm3dPass.spec``), which need no
+GPU, so that a setting that only reaches the kernels' arguments (strength, thresholds, the
+frame size) is shown to share a warm cache, and one that changes their code is not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from avdenoise_vs._cuda.bm3d import Bm3dPass
+from avdenoise_vs._cuda.nlm import NlmPass, choose_tile_height
+from avdenoise_vs._options import (
+    ColorFamily,
+    Distance,
+    FrameLayout,
+    PlaneOptions,
+    SampleType,
+    WeightMode,
+)
+from avdenoise_vs.warmup import kernel_key
+
+__all__: list[str] = []
+
+ENVIRONMENT = "cupy=14.2.0;nvrtc=13.0;sm=90"
+"""A stand-in for `environment_fingerprint`."""
+SHARED_LIMIT = 227 * 1024
+"""Shared memory per block of an H200, which decides the NLM tile height."""
+
+NLM = PlaneOptions(
+    algorithm="nlm", planes=(0,), distance=Distance.LUMA, strength=1.2, radius=1,
+    search_radius=2, patch_radius=4, wmode=WeightMode.WELSCH, wref=1.0, has_ref=False,
+)  # fmt: skip
+BM3D = PlaneOptions(
+    algorithm="bm3d", planes=(0,), distance=Distance.LUMA, strength=3.0, radius=0,
+    search_radius=None, patch_radius=None, wmode=None, wref=None, has_ref=False, stages=2,
+    lambda_ht=2.7, mismatch_scale=1.0, block_step=3, bm_range=19, ps_num=2, ps_range=4,
+)  # fmt: skip
+
+
+def _layout(width: int = 64, height: int = 48, bits: int = 8) -> FrameLayout:
+    sample = SampleType.FLOAT if bits == 32 else SampleType.INTEGER
+    return FrameLayout(width, height, ColorFamily.GRAY, 0, 0, bits, sample)
+
+
+def _spec(options: PlaneOptions, layout: FrameLayout):
+    """The spec the CUDA backend would build for this pass (see ``_cuda/backend.py``)."""
+    pitch = {0: -(-layout.width * layout.dtype.itemsize // 512) * 512}
+    if options.algorithm == "bm3d":
+        return Bm3dPass(options, layout, {0: 0}, pitch).spec
+    probe = NlmPass(options, layout, {0: 0}, {0: 0}, pitch, 32)
+    tile_height = choose_tile_height(probe.spec, SHARED_LIMIT)
+    return NlmPass(options, layout, {0: 0}, {0: 0}, pitch, tile_height).spec
+
+
+def _key(options: PlaneOptions, layout: FrameLayout | None = None, **changes: object) -> int:
+    options = dataclasses.replace(options, **changes)
+    return kernel_key([_spec(options, layout or _layout())], environment=ENVIRONMENT)
+
+
+@pytest.mark.parametrize("options", [NLM, BM3D], ids=["nlm", "bm3d"])
+def test_strength_and_frame_size_share_a_key(options: PlaneOptions) -> None:
+    key = _key(options)
+    assert _key(options, strength=7.5) == key
+    assert _key(options, _layout(1920, 1080)) == key
+    assert _key(options, _layout(33, 17), strength=0.3) == key
+
+
+def test_nlm_launch_settings_share_a_key() -> None:
+    assert _key(NLM, wref=0.5) == _key(NLM)
+
+
+def test_bm3d_launch_settings_share_a_key() -> None:
+    key = _key(BM3D)
+    assert _key(BM3D, lambda_ht=3.5, mismatch_scale=2.0, block_step=8, stages=1) == key
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"patch_radius": 3}, {"search_radius": 5}, {"radius": 0}, {"wmode": WeightMode.BISQUARE_A}],
+    ids=["patch_radius", "search_radius", "radius", "wmode"],
+)
+def test_nlm_kernel_settings_change_the_key(changes: dict[str, object]) -> None:
+    assert _key(NLM, **changes) != _key(NLM)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"bm_range": 9}, {"radius": 1}],
+    ids=["bm_range", "radius"],
+)
+def test_bm3d_kernel_settings_change_the_key(changes: dict[str, object]) -> None:
+    assert _key(BM3D, **changes) != _key(BM3D)
+
+
+@pytest.mark.parametrize("options", [NLM, BM3D], ids=["nlm", "bm3d"])
+@pytest.mark.parametrize("bits", [16, 32])
+def test_sample_type_changes_the_key(options: PlaneOptions, bits: int) -> None:
+    assert _key(options, _layout(bits=bits)) != _key(options)
+
+
+def test_algorithm_changes_the_key() -> None:
+    assert _key(NLM) != _key(BM3D)
