@@ -32,6 +32,10 @@ logger = logging.getLogger(__name__)
 _CAUSE_CHARS = 300
 #: What a kept GPU backend whose warm-up failed does (see the module notes).
 _RETRY = "its first frame compiles the kernels again"
+#: What to install when CuPy is missing, for the fallback's warning.
+_CUDA_EXTRAS = "pip install 'avdenoise-vs[cuda13]' (CUDA 13 drivers) or '[cuda12]'"
+#: Whether this process has already said that device='auto' fell back to the CPU.
+_fallback_told = False
 
 
 class BackendUnavailable(Exception):
@@ -71,6 +75,8 @@ def select_backend(
         if cause is None:
             if cold is not None:
                 _warn(function, *cold[:2], f"device='auto' runs on {name} instead")
+            elif reasons and name == "cpu":
+                _tell_fallback(function, reasons)
             logger.debug("avdenoise.%s: running on %s", function, name)
             return backend
         if device != "auto":
@@ -98,6 +104,21 @@ def _cannot_run(function: str, device: str, accelerators: Sequence[str], reasons
     return (
         f"avdenoise.{function}: device={device!r} cannot run here ({why}); "
         "device='auto' or 'cpu' runs anywhere"
+    )
+
+
+def _tell_fallback(function: str, reasons: list[str]) -> None:
+    """Say once a process, in VapourSynth's log, that device='auto' runs on the CPU, why,
+    and how to get the GPU: without it the first sign is a render a thousand times slower."""
+    global _fallback_told
+    if _fallback_told:
+        return
+    _fallback_told = True
+    hint = f"; {_CUDA_EXTRAS}" if any("CuPy cannot be imported" in r for r in reasons) else ""
+    vs_warning(
+        logger,
+        f"avdenoise.{function}: no GPU backend can run ({'; '.join(reasons)}), so "
+        f"device='auto' runs on the CPU, which is exact but slow{hint}",
     )
 
 

@@ -217,3 +217,25 @@ def test_script_with_explicit_cuda_retries_once_then_fails_the_frame(
     failing = core.avdenoise.Denoise(clip, device="cuda")
     with pytest.raises(vs.Error, match="fake NVRTC failure 2"):
         failing.get_frame(0)
+
+
+def test_auto_says_once_that_it_runs_on_the_cpu_and_what_to_install(
+    fake_cuda, vs_log, monkeypatch
+) -> None:
+    monkeypatch.setattr(_backends, "_fallback_told", False)
+    fake_cuda.unavailable = "CuPy cannot be imported (No module named 'cupy')"
+    assert isinstance(_select("auto"), NumpyBackend)
+    assert isinstance(_select("auto"), NumpyBackend)
+    (notice,) = _ours(vs_log)
+    assert notice.startswith(
+        "avdenoise.Denoise: no GPU backend can run (cuda: CuPy cannot be imported"
+    )
+    assert "device='auto' runs on the CPU, which is exact but slow" in notice
+    assert "pip install 'avdenoise-vs[cuda13]'" in notice
+
+
+def test_explicit_cpu_says_nothing(fake_cuda, vs_log, monkeypatch) -> None:
+    monkeypatch.setattr(_backends, "_fallback_told", False)
+    fake_cuda.unavailable = "no CUDA device found"
+    assert isinstance(_select("cpu"), NumpyBackend)
+    assert _ours(vs_log) == []
