@@ -39,7 +39,7 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import _fleet
@@ -72,7 +72,7 @@ class Plan:
     work: Path
     env: dict[str, str]
     deadline: float | None = None  # monotonic end of --budget
-    runs: int = field(default=0)
+    runs: int = 0  # fleets started so far, to name their folders
 
     def time_left(self) -> float:
         """Seconds a fleet may run now: --timeout, or less when --budget is nearly spent."""
@@ -139,7 +139,7 @@ def _progress(label: str, column: str, run: dict[str, object]) -> None:
     print(f"{label} | {column}: {text}", file=sys.stderr, flush=True)
 
 
-def _repeat(plan: Plan, label: str, column: str, repeat: int, one_run) -> dict[str, object]:
+def _repeat(label: str, column: str, repeat: int, one_run) -> dict[str, object]:
     """A cell: `one_run()` up to `repeat` times, stopping at the first failure."""
     runs = []
     for _ in range(repeat):
@@ -181,14 +181,13 @@ def run_row(
             return run_fleet(plan, case, OURS, workers, chunk, warm[0])
 
         if "cold" in caches:
-            cells[report.OURS_COLD] = _repeat(plan, label, report.OURS_COLD, repeat, cold)
+            cells[report.OURS_COLD] = _repeat(label, report.OURS_COLD, repeat, cold)
         if "warm" in caches:
-            cells[report.OURS_WARM] = _repeat(plan, label, report.OURS_WARM, repeat, warmed)
+            cells[report.OURS_WARM] = _repeat(label, report.OURS_WARM, repeat, warmed)
     others = [SOURCE] if SOURCE in plugins else []
     others += [p for p in RIVALS if p in plugins and p in cases_.CASES[case].rivals]
     for plugin in others:
         cells[plugin] = _repeat(
-            plan,
             label,
             plugin,
             repeat,
