@@ -77,13 +77,19 @@ NOISE = _bench.Noise("gaussian", 3.0)  # matches SIGMA: BM3D's sigma is the nois
 SETTINGS = dict(block_step=8, bm_range=9, ps_num=2, ps_range=4)
 
 
-def _setup(core, plugin: str, case: str) -> None:
-    """Load BM3DCUDA, which is not autoloaded, before the clock starts."""
-    if plugin == "bm3dcuda" and not CASES[case].ours_only and not hasattr(core, "bm3dcuda"):
+def load_bm3dcuda(core) -> None:
+    """Load BM3DCUDA from $BM3DCUDA_PLUGIN unless it is loaded: it is not autoloaded."""
+    if not hasattr(core, "bm3dcuda"):
         path = os.environ.get("BM3DCUDA_PLUGIN")
         if not path:
             raise RuntimeError("BM3DCUDA_PLUGIN is not set (see .device/device_setup.sh)")
         core.std.LoadPlugin(path)
+
+
+def _setup(core, plugin: str, case: str) -> None:
+    """Load BM3DCUDA before the clock starts."""
+    if plugin == "bm3dcuda" and not CASES[case].ours_only:
+        load_bm3dcuda(core)
 
 
 def _source(core, case: str):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
 #   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache] [ab]
+#                              [benchfleet]
 # (default: the first five; floor measures a fleet's start-up without the filter, bm3dcache
 # V-BM3D's memory and speed against AVDENOISE_BM3D_CACHE, BM3D_CACHE_SIZES; ab the A/B runs
 # behind the targets still open: NLM transfers at Y d0, spatial BM3D workspaces, each against
@@ -8,6 +9,13 @@
 # bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
 # BENCH_BM3D_PLUGINS); both BENCH_SECONDS and BENCH_REPEAT (vspipe runs a cell, median).
 # Case names of bm3d contain commas (see its --help).
+# benchfleet: the Av1an-style headline, scripts/bench_fleet.py: FLEET_WORKERS (16) vspipe workers
+# x FLEET_CHUNK (240) frames at once per case and plugin, ours cold and warm; FLEET_CASES (name
+# substrings, comma-separated; default the headline rows, about 6 minutes on the H200),
+# FLEET_PLUGINS, FLEET_REPEAT, FLEET_MPS=1 (a CUDA MPS daemon meanwhile), FLEET_TIMEOUT (s a
+# fleet), FLEET_BUDGET (s: no fleet starts after it, so that the call ends in time) and
+# FLEET_ARGS (more options, split on spaces: --cache warm, --threads 8). Writes
+# $OUT/fleet.json, $OUT/fleet.md and $OUT/benchfleet.log (progress); prints the table alone.
 # quality: the GPU columns of docs/BM3D_QUALITY.md (ours, BM3DCUDA, vszipcu), merged into the
 # CPU report; copy $OUT/BM3D_QUALITY.md and .png into docs/ afterwards.
 # Expects .device/rivals (fetch_rivals.sh output plus our wheel: see docs/BENCHMARKS.md) and
@@ -112,4 +120,12 @@ if has fleet; then
             done
         done
     } 2>&1 | tee "$out/fleet.log" | grep -E "^##|^fleet: [0-9]" | head -80
+fi
+if has benchfleet; then
+    mps=(); [[ ${FLEET_MPS:-0} == 1 ]] && mps=(--mps)
+    python3 scripts/bench_fleet.py --workers "${FLEET_WORKERS:-16}" --chunk "${FLEET_CHUNK:-240}" \
+        --cases "${FLEET_CASES:-NLM Y d1,BM3D r0,V-BM3D r1}" --repeat "${FLEET_REPEAT:-1}" \
+        --timeout "${FLEET_TIMEOUT:-150}" --budget "${FLEET_BUDGET:-450}" "${mps[@]}" \
+        ${FLEET_PLUGINS:+--plugins "$FLEET_PLUGINS"} ${FLEET_ARGS:-} \
+        --json "$out/fleet.json" --markdown "$out/fleet.md" 2> "$out/benchfleet.log"
 fi

@@ -27,50 +27,35 @@ Workers inherit this environment; set ``PYTHONPATH`` if the package is not insta
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import IO
 
-__all__ = ["WorkerResult", "main", "parse_range", "split_frames"]
+from _fleet import (
+    REPORT_ENV,
+    Worker,
+    WorkerResult,
+    encoder_command,
+    find_vspipe,
+    launch,
+    read_phases,
+    read_report,
+    split_frames,
+)
 
-READ_BYTES = 1 << 20
-FRAME_MARK = b"FRAME"
-REPORT_ENV = "AVDENOISE_WARMUP_REPORT"
-COMPILING_KINDS = ("compiled", "self")
-PHASES_KIND = "phases"
-
-
-def split_frames(start: int, end: int, workers: int) -> list[tuple[int, int]]:
-    """Split the frames ``[start, end)`` into contiguous chunks, one per worker.
-
-    Chunk sizes differ by at most one frame, the larger ones first; with fewer frames than
-    workers, some workers get none and no empty chunk is returned.
-    """
-    if workers < 1:
-        msg = f"fleet: workers must be at least 1, got {workers}"
-        raise ValueError(msg)
-    count = max(0, end - start)
-    used = min(workers, count)
-    if used == 0:
-        return []
-    base, extra = divmod(count, used)
-    chunks, first = [], start
-    for index in range(used):
-        last = first + base + (index < extra)
-        chunks.append((first, last))
-        first = last
-    return chunks
+__all__ = [
+    "WorkerResult",
+    "main",
+    "parse_range",
+    "read_phases",
+    "read_report",
+    "split_frames",
+]
 
 
 def parse_range(text: str) -> tuple[int, int]:
@@ -80,33 +65,6 @@ def parse_range(text: str) -> tuple[int, int]:
         msg = f"--frames must be A:B with A < B, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return int(match[1]), int(match[2])
-
-
-def find_vspipe(given: str | None) -> str:
-    """Return the vspipe to run: the given one, else the real binary found from PATH or here.
-
-    The pip wheel's ``vspipe`` is a Python script that runs the bundled binary as a child; its
-    own start-up would count as the worker's, so the bundled binary is preferred.
-    """
-    if given:
-        return given
-    beside = Path(sys.executable).with_name("vspipe")
-    found = shutil.which("vspipe") or (str(beside) if beside.exists() else "vspipe")
-    return _bundled_vspipe(found) or found
-
-
-def _bundled_vspipe(found: str) -> str | None:
-    """Return the binary a pip ``vspipe`` wrapper script would run, or None."""
-    try:
-        with open(found, "rb") as file:
-            head = file.read(512)
-        spec = importlib.util.find_spec("vapoursynth")
-    except (OSError, ImportError, ValueError):
-        return None
-    if not head.startswith(b"#!") or b"vapoursynth" not in head or spec is None:
-        return None
-    binary = Path(spec.origin or "").with_name("vspipe")
-    return str(binary) if binary.is_file() and os.access(binary, os.X_OK) else None
 
 
 def script_args(pairs: list[str]) -> list[str]:
@@ -126,20 +84,6 @@ def frame_count(vspipe: str, script: str, args: list[str], env: dict[str, str]) 
     return int(match[1])
 
 
-_ENCODERS = {"x264": "x264", "svt": "SvtAv1EncApp"}
-
-
-def encoder_command(choice: str) -> list[str] | None:
-    """Return the encoder command line for `choice`, or None to discard the frames."""
-    if choice == "auto":
-        choice = next((c for c, exe in _ENCODERS.items() if shutil.which(exe)), "none")
-    if choice == "x264":
-        return ["x264", "--demuxer", "y4m", "-o", os.devnull, "-"]
-    if choice == "svt":
-        return ["SvtAv1EncApp", "-i", "stdin", "-b", os.devnull, "--preset", "12"]
-    return None
-
-
 def fleet_env(queue: str, cache_dir: str | None) -> dict[str, str]:
     """Return the workers' environment: this one plus the queue switch and the cache."""
     env = dict(os.environ, AVDENOISE_WARMUP="1" if queue == "on" else "0")
@@ -147,149 +91,6 @@ def fleet_env(queue: str, cache_dir: str | None) -> dict[str, str]:
     if cache_dir is not None:
         env["CUPY_CACHE_DIR"] = cache_dir
     return env
-
-
-@dataclass
-class WorkerResult:
-    """What one worker did; times in seconds from its own start."""
-
-    index: int
-    first: int
-    last: int
-    pid: int = 0
-    first_frame_s: float | None = None
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    returncode: int | None = None
-    queue: list[str] = field(default_factory=list)
-    phases: dict[str, float] = field(default_factory=dict)
-    stderr_tail: str = ""
-
-    @property
-    def compiled(self) -> bool:
-        """Whether this worker compiled kernels, under the queue's lock or after giving up."""
-        return any(kind in COMPILING_KINDS for kind in self.queue)
-
-
-def _remaining(deadline: float | None) -> float | None:
-    """Seconds left until `deadline` (monotonic), or None for no deadline."""
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-class Worker:
-    """One vspipe process, its optional encoder, a relay thread and a reaper thread."""
-
-    def __init__(self, result: WorkerResult, command: list[str], encoder: list[str] | None) -> None:
-        self.result = result
-        self._command = command
-        self._encoder_command = encoder
-        self._threads: list[threading.Thread] = []
-        self._vspipe: subprocess.Popen[bytes] | None = None
-        self._encoder: subprocess.Popen[bytes] | None = None
-        self._started = 0.0
-        self.started_epoch = 0.0  # time.time() at the start, to place the worker's phases
-        self._vspipe_done = 0.0
-
-    def start(self, env: dict[str, str], stderr: IO[bytes]) -> None:
-        """Start vspipe (and the encoder) and the threads that watch them."""
-        self._started = time.monotonic()
-        self.started_epoch = time.time()
-        self._vspipe = vspipe = subprocess.Popen(
-            self._command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env
-        )
-        self.result.pid = vspipe.pid
-        if self._encoder_command is not None:
-            self._encoder = subprocess.Popen(
-                self._encoder_command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        sink = None if self._encoder is None else self._encoder.stdin
-        self._spawn(self._relay, vspipe.stdout, sink)
-        self._spawn(self._reap, vspipe)
-
-    def _spawn(self, target: object, *args: object) -> None:
-        """Start a daemon thread running `target`."""
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _relay(self, source: IO[bytes], sink: IO[bytes] | None) -> None:
-        """Forward vspipe's output to the encoder (or nowhere), noting the first FRAME."""
-        window = b""
-        while chunk := os.read(source.fileno(), READ_BYTES):
-            if self.result.first_frame_s is None:
-                window = window[-len(FRAME_MARK) :] + chunk
-                if FRAME_MARK in window:
-                    self.result.first_frame_s = time.monotonic() - self._started
-            if sink is not None:
-                try:
-                    sink.write(chunk)
-                except BrokenPipeError:  # encoder died: keep draining so vspipe can finish
-                    sink = None
-        source.close()
-        if sink is not None:
-            with contextlib.suppress(BrokenPipeError):
-                sink.close()
-
-    def _reap(self, vspipe: subprocess.Popen[bytes]) -> None:
-        """Wait for vspipe with wait4 to get its own CPU time."""
-        _, status, usage = os.wait4(vspipe.pid, 0)
-        self._vspipe_done = time.monotonic()
-        # Tell Popen the child is reaped, or it would try to wait for it again.
-        vspipe.returncode = self.result.returncode = os.waitstatus_to_exitcode(status)
-        self.result.cpu_s = usage.ru_utime + usage.ru_stime
-
-    def join(self, deadline: float | None) -> bool:
-        """Wait until everything finished or `deadline` (monotonic); False when it did not."""
-        for thread in self._threads:
-            thread.join(_remaining(deadline))
-        if any(thread.is_alive() for thread in self._threads):
-            return False
-        if self._encoder is not None:
-            try:
-                self._encoder.wait(_remaining(deadline))
-            except subprocess.TimeoutExpired:
-                return False
-        self.result.wall_s = time.monotonic() - self._started
-        return True
-
-    def kill(self) -> None:
-        """Kill vspipe and the encoder (used on timeout)."""
-        # Popen.kill signals only a child not yet reaped, so a reused pid is never hit.
-        for process in (self._vspipe, self._encoder):
-            if process is not None:
-                process.kill()
-
-
-def read_report(report_dir: Path) -> list[str]:
-    """Return the kinds of warm-up report in `report_dir` (``compiled``, ``waited``, ...).
-
-    One per ``warm_up``/``begin`` call: a file ``<kind>-<pid>`` holds one key per line.
-    """
-    if not report_dir.is_dir():
-        return []
-    kinds = []
-    for path in sorted(report_dir.iterdir()):
-        kind, _, pid = path.name.rpartition("-")
-        if pid.isdigit() and kind != PHASES_KIND:
-            kinds.extend([kind] * len(path.read_text().splitlines()))
-    return kinds
-
-
-def read_phases(report_dir: Path, started_epoch: float) -> dict[str, float]:
-    """Return ``{phase: seconds from the worker's start}``, the latest mark of each phase.
-
-    ``phases-<pid>`` files hold ``<phase> <time.time()>`` lines (``warmup.record_phase``).
-    """
-    phases: dict[str, float] = {}
-    for path in sorted(report_dir.glob(f"{PHASES_KIND}-*")) if report_dir.is_dir() else []:
-        for line in path.read_text().splitlines():
-            name, _, stamp = line.partition(" ")
-            with contextlib.suppress(ValueError):
-                phases[name] = max(phases.get(name, 0.0), float(stamp) - started_epoch)
-    return phases
 
 
 def _info_env(env: dict[str, str], work: Path, *, cold: bool) -> dict[str, str]:
@@ -323,34 +124,20 @@ def run_fleet(args: argparse.Namespace, work: Path) -> tuple[list[WorkerResult],
         )
         for index, (a, b) in enumerate(split_frames(first, end, args.workers))
     ]
-    logs = [(work / f"stderr-{w.result.index}.txt").open("wb") for w in workers]
-    started = time.monotonic()
     # One report folder per worker, so that whatever process vspipe runs the script in (a
     # wrapper's child, say) its report is attributed to the right worker.
     envs = [env | {REPORT_ENV: str(work / f"report-{w.result.index}")} for w in workers]
-    for worker, worker_env, log in zip(workers, envs, logs, strict=True):
-        worker.start(worker_env, log)
-    deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    for worker in workers:
-        if not worker.join(deadline):
-            worker.kill()
-            worker.join(time.monotonic() + 5)
-    wall_s = time.monotonic() - started
-    for log in logs:
-        log.close()
+    wall_s = launch(workers, envs, work, args.timeout)
     return _finish_results(workers, work), wall_s
 
 
 def _finish_results(workers: list[Worker], work: Path) -> list[WorkerResult]:
-    """Attach the queue reports and, for failed workers, the end of their stderr."""
-    results = [w.result for w in workers]
-    for worker, result in zip(workers, results, strict=True):
-        result.queue = read_report(work / f"report-{result.index}")
-        result.phases = read_phases(work / f"report-{result.index}", worker.started_epoch)
-        if result.returncode != 0:
-            text = (work / f"stderr-{result.index}.txt").read_text(errors="replace")
-            result.stderr_tail = "\n".join(text.splitlines()[-10:])
-    return results
+    """Attach the queue reports (the end of a failed worker's stderr is already there)."""
+    for worker in workers:
+        report = work / f"report-{worker.result.index}"
+        worker.result.queue = read_report(report)
+        worker.result.phases = read_phases(report, worker.started_epoch)
+    return [w.result for w in workers]
 
 
 def totals(results: list[WorkerResult], fleet_wall_s: float) -> dict[str, object]:
@@ -371,6 +158,7 @@ def totals(results: list[WorkerResult], fleet_wall_s: float) -> dict[str, object
             for name in sorted({n for r in results for n in r.phases})
         },
         "failed": sum(r.returncode != 0 for r in results),
+        "timed_out": sum(r.timed_out for r in results),
     }
 
 

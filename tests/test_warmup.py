@@ -482,16 +482,18 @@ def test_later_processes_skip_the_lock(
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[object]:
-    """scripts/fleet.py, loaded from its file."""
-    path = Path(__file__).parents[1] / "scripts" / "fleet.py"
-    spec = importlib.util.spec_from_file_location("_fleet_script", path)
+    """scripts/fleet.py, loaded from its file, with scripts/ importable for its _fleet."""
+    scripts = Path(__file__).parents[1] / "scripts"
+    spec = importlib.util.spec_from_file_location("_fleet_script", scripts / "fleet.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     # Registered while it runs: dataclasses look their module up in sys.modules.
     sys.modules[spec.name] = module  # type: ignore[union-attr]
+    sys.path.insert(0, str(scripts))
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
         yield module
     finally:
+        sys.path.remove(str(scripts))
         del sys.modules[spec.name]  # type: ignore[union-attr]
 
 

@@ -1,0 +1,173 @@
+"""GPU side of ``bench_fleet.py``: per-process memory sampled with nvidia-smi, and CUDA MPS.
+
+Memory is read from ``nvidia-smi --query-compute-apps`` about every 100 ms in a background
+thread while a fleet runs, and the peak of each process is matched to the workers' pids. In
+a container without the host's pid namespace nvidia-smi may list pids that match no worker;
+the summary then falls back to the peak of all processes together divided by the workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["GpuSampler", "gpu_name", "memory_summary", "mps_daemon", "parse_compute_apps"]
+
+QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
+INTERVAL_S = 0.1
+QUERY_TIMEOUT_S = 5.0
+MPS_TIMEOUT_S = 30.0
+
+
+def parse_compute_apps(text: str) -> dict[int, int]:
+    """``{pid: MiB}`` from nvidia-smi's ``pid, used_memory`` CSV lines.
+
+    Lines whose memory is not a number (``[N/A]``, ``[Not Supported]``: MIG, some drivers)
+    are left out; a pid listed on several GPUs gets the sum.
+    """
+    usage: dict[int, int] = {}
+    for line in text.splitlines():
+        pid, _, memory = (part.strip() for part in line.partition(","))
+        if pid.isdigit() and memory.isdigit():
+            usage[int(pid)] = usage.get(int(pid), 0) + int(memory)
+    return usage
+
+
+def memory_summary(
+    peaks: dict[int, int], peak_total: int, samples: int, pids: Sequence[int], reason: str | None
+) -> dict[str, object]:
+    """Per-worker GPU memory from the sampled peaks.
+
+    Returns ``method`` ``"pid"`` (each worker's own peak, ``per_worker_mib`` None where a
+    worker was never seen), ``"total"`` (no pid matched: the peak of all processes over the
+    workers, an estimate) or None with a ``reason``; ``max_mib`` and ``mean_mib`` summarise.
+    """
+    summary: dict[str, object] = {"samples": samples, "peak_total_mib": peak_total}
+    own = [peaks.get(pid) for pid in pids]
+    seen = [mib for mib in own if mib is not None]
+    if seen:
+        mean = sum(seen) / len(seen)
+        return summary | {
+            "method": "pid",
+            "per_worker_mib": own,
+            "max_mib": max(seen),
+            "mean_mib": round(mean, 1),
+        }
+    if peak_total > 0 and pids:
+        share = round(peak_total / len(pids), 1)
+        return summary | {
+            "method": "total",
+            "per_worker_mib": None,
+            "max_mib": share,
+            "mean_mib": share,
+        }
+    if reason is None:
+        reason = "no GPU process seen" if samples else "no sample taken"
+    return summary | {"method": None, "max_mib": None, "mean_mib": None, "reason": reason}
+
+
+class GpuSampler:
+    """Peak GPU memory of every process nvidia-smi lists, sampled while in the ``with`` block."""
+
+    def __init__(self, interval_s: float = INTERVAL_S, command: Sequence[str] = QUERY) -> None:
+        self._interval_s = interval_s
+        self._command = list(command)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.peaks: dict[int, int] = {}
+        self.peak_total = 0
+        self.samples = 0
+        self.reason = None if shutil.which(self._command[0]) else f"{self._command[0]} not found"
+
+    def __enter__(self) -> GpuSampler:
+        if self.reason is None:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(QUERY_TIMEOUT_S + 1)
+
+    def _run(self) -> None:
+        """Sample until stopped; a failing query stops sampling and says why."""
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                done = subprocess.run(
+                    self._command, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S
+                )
+            except (OSError, subprocess.TimeoutExpired) as error:
+                self.reason = f"nvidia-smi: {error}"
+                return
+            if done.returncode != 0:
+                self.reason = f"nvidia-smi exit {done.returncode}: {done.stdout.strip()[:120]}"
+                return
+            usage = parse_compute_apps(done.stdout)
+            for pid, mib in usage.items():
+                self.peaks[pid] = max(self.peaks.get(pid, 0), mib)
+            self.peak_total = max(self.peak_total, sum(usage.values()))
+            self.samples += 1
+            self._stop.wait(max(0.0, self._interval_s - (time.monotonic() - started)))
+
+    def summary(self, pids: Sequence[int]) -> dict[str, object]:
+        """:func:`memory_summary` of what was sampled, for the workers `pids`."""
+        return memory_summary(self.peaks, self.peak_total, self.samples, pids, self.reason)
+
+
+def gpu_name() -> str:
+    """The GPU as nvidia-smi names it, or ``"no GPU"``."""
+    try:
+        query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+        done = subprocess.run(query, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return "no GPU"
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else "no GPU"
+
+
+@contextlib.contextmanager
+def mps_daemon(work: Path) -> Iterator[dict[str, str]]:
+    """Run a CUDA MPS control daemon for the block; yield the variables its clients need.
+
+    Its pipe and log folders are under `work`, so that it neither needs root's default
+    folders nor meets another daemon. It is told to quit on the way out, whatever happened.
+    """
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        raise RuntimeError("--mps: nvidia-cuda-mps-control not found")
+    env = {
+        "CUDA_MPS_PIPE_DIRECTORY": str(work / "mps-pipe"),
+        "CUDA_MPS_LOG_DIRECTORY": str(work / "mps-log"),
+    }
+    for folder in env.values():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    full = os.environ | env
+    started = subprocess.run(
+        [control, "-d"], env=full, capture_output=True, text=True, timeout=MPS_TIMEOUT_S
+    )
+    if started.returncode != 0:
+        message = (started.stderr or started.stdout).strip()[:200]
+        raise RuntimeError(f"--mps: nvidia-cuda-mps-control -d failed: {message}")
+    try:
+        yield env
+    finally:
+        try:
+            subprocess.run(
+                [control],
+                input="quit\n",
+                text=True,
+                env=full,
+                capture_output=True,
+                timeout=MPS_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            print("bench_fleet: the MPS daemon did not answer 'quit'", file=sys.stderr)
