@@ -36,6 +36,7 @@ __all__ = [
     "encoder_command",
     "find_vspipe",
     "launch",
+    "attach_reports",
     "read_phases",
     "read_report",
     "split_frames",
@@ -359,6 +360,16 @@ def read_report(report_dir: Path) -> list[str]:
         if pid.isdigit() and kind != PHASES_KIND:
             kinds.extend([kind] * len(path.read_text().splitlines()))
     return kinds
+
+
+def attach_reports(workers: list[Worker], work: Path) -> list[WorkerResult]:
+    """Attach what the warm-up queue did for each worker and when its filter reached its
+    start-up steps (the folders ``work/report-<index>``); returns the results."""
+    for worker in workers:
+        report = work / f"report-{worker.result.index}"
+        worker.result.queue = read_report(report)
+        worker.result.phases = read_phases(report, worker.started_epoch)
+    return [w.result for w in workers]
 
 
 def read_phases(report_dir: Path, started_epoch: float) -> dict[str, float]:

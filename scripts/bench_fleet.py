@@ -117,9 +117,7 @@ def run_fleet(
     envs = [env | {_fleet.REPORT_ENV: str(run_dir / f"report-{w.result.index}")} for w in workers_]
     with _fleet_gpu.GpuSampler() as sampler:
         wall_s = _fleet.launch(workers_, envs, run_dir, timeout)
-    for worker in workers_:
-        worker.result.queue = _fleet.read_report(run_dir / f"report-{worker.result.index}")
-    results = [w.result for w in workers_]
+    results = _fleet.attach_reports(workers_, run_dir)
     memory = sampler.summary([r.pid for r in results])
     return report.fleet_numbers(results, wall_s, workers * chunk, memory, timeout)
 

@@ -40,6 +40,7 @@ from _fleet import (
     REPORT_ENV,
     Worker,
     WorkerResult,
+    attach_reports,
     encoder_command,
     find_vspipe,
     launch,
@@ -128,16 +129,7 @@ def run_fleet(args: argparse.Namespace, work: Path) -> tuple[list[WorkerResult],
     # wrapper's child, say) its report is attributed to the right worker.
     envs = [env | {REPORT_ENV: str(work / f"report-{w.result.index}")} for w in workers]
     wall_s = launch(workers, envs, work, args.timeout)
-    return _finish_results(workers, work), wall_s
-
-
-def _finish_results(workers: list[Worker], work: Path) -> list[WorkerResult]:
-    """Attach the queue reports (the end of a failed worker's stderr is already there)."""
-    for worker in workers:
-        report = work / f"report-{worker.result.index}"
-        worker.result.queue = read_report(report)
-        worker.result.phases = read_phases(report, worker.started_epoch)
-    return [w.result for w in workers]
+    return attach_reports(workers, work), wall_s
 
 
 def totals(results: list[WorkerResult], fleet_wall_s: float) -> dict[str, object]:
