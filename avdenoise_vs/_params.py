@@ -18,6 +18,8 @@ __all__ = [
     "CHANNELS",
     "DENOISE_PARAMS",
     "KNLM_CHANNELS",
+    "MAX_SETTING",
+    "MIN_STRENGTH",
     "NLMEANS_PARAMS",
 ]
 
@@ -27,6 +29,16 @@ CHANNELS = ("luma", "chroma", "lumachroma", "yuv", "rgb")
 ACCELERATORS = ("cuda", "cpu")
 _NLM = ("nlm",)
 _BM3D = ("bm3d",)
+
+#: Largest float setting: far past any useful one (a deviation of 10^6 codes is 4000 times the
+#: 8-bit range), small enough that what the float32 kernels derive from it stays finite (sigma^2,
+#: match thresholds; wref times nlm.cuh's weights, 2^96 too large, overflowed above about 4e9).
+MAX_SETTING = 1e6
+#: Smallest strength: NLM's 1 / h^2 fails below about 1e-154 and overflows float32 below about
+#: 1e-17 (NaN weights on the GPU); at 1e-6 both algorithms already return their input.
+MIN_STRENGTH = 1e-6
+_STRENGTH = Range(MIN_STRENGTH, MAX_SETTING)
+_POSITIVE = Range(0.0, MAX_SETTING, open_low=True)
 
 
 def _plane_overrides(name: str, allowed: Range, what: str) -> tuple[Param, Param]:
@@ -110,20 +122,20 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "Denoising strength in 8-bit code values whatever the clip's depth: NLM's h; BM3D's "
         "sigma, the noise standard deviation. Larger smooths more.",
         default={"nlm": 1.2, "bm3d": 3.0},
-        allowed=Range(0.0, open_low=True),
+        allowed=_STRENGTH,
         alias="KNLMeansCL h, BM3DCUDA sigma",
     ),
     Param(
         "luma_strength",
         "float",
         "Strength of the luma pass, overriding `strength`.",
-        allowed=Range(0.0, open_low=True),
+        allowed=_STRENGTH,
     ),
     Param(
         "chroma_strength",
         "float",
         "Strength of the chroma pass, overriding `strength`.",
-        allowed=Range(0.0, open_low=True),
+        allowed=_STRENGTH,
     ),
     Param(
         "search_radius",
@@ -162,7 +174,7 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "NLM weight of the pixel being denoised, as a multiple of the largest weight found. "
         "Smaller denoises more.",
         default=1.0,
-        allowed=Range(0.0),
+        allowed=Range(0.0, MAX_SETTING),
         algorithms=_NLM,
         alias="KNLMeansCL wref",
     ),
@@ -182,11 +194,11 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "coefficients up to lambda_ht * strength are zeroed. Larger removes more noise and "
         "more detail; no effect on speed.",
         default=2.7,
-        allowed=Range(0.0, open_low=True),
+        allowed=_POSITIVE,
         algorithms=_BM3D,
         alias="VapourSynth-BM3D hard_thr",
     ),
-    *_plane_overrides("lambda_ht", Range(0.0, open_low=True), "Hard threshold"),
+    *_plane_overrides("lambda_ht", _POSITIVE, "Hard threshold"),
     Param(
         "mismatch_scale",
         "float",
@@ -194,10 +206,10 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "2500 in 8-bit units, growing with strength above 25). Larger groups less similar "
         "blocks: more smoothing.",
         default=1.0,
-        allowed=Range(0.0, open_low=True),
+        allowed=_POSITIVE,
         algorithms=_BM3D,
     ),
-    *_plane_overrides("mismatch_scale", Range(0.0, open_low=True), "Mismatch scale"),
+    *_plane_overrides("mismatch_scale", _POSITIVE, "Mismatch scale"),
     Param(
         "block_step",
         "int",
@@ -331,7 +343,7 @@ BM3D_PARAMS: tuple[Param, ...] = (
         "Noise standard deviation in 8-bit code values whatever the clip's depth (on float "
         "clips in units of 1/255, as in BM3DCUDA). 0 passes a plane through bit-identical "
         "(with `chroma`, luma still guides block matching). Larger smooths more.",
-        allowed=Range(0.0),
+        allowed=Range(0.0, MAX_SETTING),
     ),
     _per_plane(
         "block_step",

@@ -42,20 +42,33 @@ LIST_KINDS = ("int[]", "float[]", "str[]")
 
 @dataclass(frozen=True)
 class Range:
-    """A number from `low` to `high` (`high` may be ``math.inf``); `low` excluded if `open_low`."""
+    """A finite number from `low` to `high` (`high` may be ``math.inf``); `low` excluded if
+    `open_low`.
+
+    NaN and infinities are never in range, whatever the bounds: VapourSynth passes them to a
+    float parameter as they are, and every backend needs finite settings.
+    """
 
     low: float
     high: float = math.inf
     open_low: bool = False
 
     def check(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
         above = value > self.low if self.open_low else value >= self.low
-        return above and value <= self.high and not math.isnan(value)
+        return above and value <= self.high
 
     def describe(self, kind: str) -> str:
-        noun = "an integer" if kind == "int" else "a number"
+        if kind == "int":
+            noun = "an integer"
+        else:
+            # "from low to high" excludes infinities by itself; an open end needs the word.
+            noun = "a finite number" if self.high == math.inf else "a number"
         if self.high == math.inf:
             return f"{noun} {'>' if self.open_low else '>='} {_number(self.low)}"
+        if self.open_low:
+            return f"{noun} > {_number(self.low)} and at most {_number(self.high)}"
         return f"{noun} from {_number(self.low)} to {_number(self.high)}"
 
 
@@ -239,7 +252,11 @@ def _item_checker(param: Param):
 
 
 def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
+    """A bound as a script would write it: ``8``, ``2.5``, ``1e6``, ``1e-6``."""
+    if float(value).is_integer() and abs(value) < 1e5:
+        return str(int(value))
+    # "%g" writes 1e+06 and 1e-06; scripts (and the messages) read better as 1e6 and 1e-6.
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + m[1].replace("+", "") + m[2], f"{value:g}")
 
 
 def markdown_table(params: Sequence[Param]) -> str:

@@ -272,7 +272,7 @@ def test_extras_reach_the_passes(core):
 BAD_ARGUMENTS = [
     (
         dict(sigma=-1.0),
-        r"sigma must be a list of 1 to 3 items, each item a number >= 0, "
+        r"sigma must be a list of 1 to 3 items, each item a number from 0 to 1e6, "
         r"got \[-1.0\]",
     ),
     (dict(sigma=[1.0, 2.0, 3.0, 4.0]), r"sigma must be a list of 1 to 3 items.*got \[1.0, 2.0, "),
@@ -300,7 +300,7 @@ BAD_ARGUMENTS = [
         r"got device_id=0 and device='cpu'",
     ),
     (dict(device="gpu"), r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
-    (dict(lambda_ht=0.0), r"lambda_ht must be a number > 0, got 0.0"),
+    (dict(lambda_ht=0.0), r"lambda_ht must be a number > 0 and at most 1e6, got 0.0"),
     (
         dict(ref="same", lambda_ht=2.0),
         r"lambda_ht is not used with ref \(only the Wiener stage "

@@ -114,21 +114,22 @@ def schedule(monkeypatch):
         recorder.add("sum", job.key)
         filter_groups(self, lease, window, job, accs, stream)
 
-    def spy_basic(self, entry, acc, jobs, stream):
+    def spy_basic(self, entry, *args):
         recorder.add("basic", entry.key)
-        basic_estimate(self, entry, acc, jobs, stream)
+        basic_estimate(self, entry, *args)
 
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_filter_groups", spy_filter)
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_basic_estimate", spy_basic)
 
-    def make(radius: int, stages: int, ref: bool = False):
+    def make(radius: int, stages: int, ref: bool = False, sample_type=SampleType.INTEGER):
         options = PlaneOptions(
             algorithm="bm3d", planes=(0,), distance=Distance.LUMA, strength=5.0,
             radius=radius, search_radius=None, patch_radius=None, wmode=None, wref=None,
             has_ref=ref, stages=stages, lambda_ht=2.7, mismatch_scale=1.0, block_step=8,
             bm_range=4, ps_num=2, ps_range=2,
         )  # fmt: skip
-        layout = FrameLayout(40, 32, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
+        bits = 32 if sample_type is SampleType.FLOAT else 8
+        layout = FrameLayout(40, 32, ColorFamily.GRAY, 0, 0, bits, sample_type)
         return gpu_bm3d.Bm3dPass(options, layout, {0: 0}, {0: 64})
 
     return make, recorder
@@ -194,6 +195,35 @@ def test_every_frame_s_groups_are_filtered_once_per_stage(schedule, stages):
     counts["zeroed"] = LENGTH * stages  # one accumulator per frame and stage
     assert npass.produced() == counts
     _check_sums(recorder, 1, LENGTH, "hard" if stages == 1 else "wiener")
+
+
+@pytest.mark.parametrize("radius", [0, 1])
+@pytest.mark.parametrize("stages", [1, 2])
+def test_float_finishes_read_the_finished_frame(schedule, radius, stages):
+    """Float clips: each finish is told the slot of the frame it finishes (src[0][0]), whose
+    values the pixels that no group reached keep (bm3d_finish); integer clips' never are."""
+    make, recorder = schedule
+    windows = {
+        k: {min(max(k + o, 0), LENGTH - 1) for o in range(-radius, radius + 1)}
+        for k in range(LENGTH)
+    }
+    for sample_type in (SampleType.INTEGER, SampleType.FLOAT):
+        recorder.records.clear()
+        recorder.finished.clear()
+        npass = make(radius=radius, stages=stages, sample_type=sample_type)
+        _render(npass, range(LENGTH))
+        finishes = [r for name, r in recorder.records if name == "bm3d_finish"]
+        assert len(finishes) == LENGTH * stages
+        slots = [int(r["src"][0, 0, 0]) for r in finishes]
+        if sample_type is SampleType.INTEGER:
+            assert set(slots) == {0}
+            continue
+        outputs = [s - 1000 for s, r in zip(slots, finishes, strict=True) if not r["to_pilot"][0]]
+        assert outputs == list(range(LENGTH))
+        if radius:  # each accumulator finished holds the groups of W(k), k the frame read
+            assert len(recorder.finished) == len(finishes)
+            for slot, (_, sums) in zip(slots, recorder.finished, strict=True):
+                assert {m for _, m in sums} == windows[slot - 1000]
 
 
 def test_a_smaller_cache_refilters_and_still_renders(schedule, monkeypatch):

@@ -57,7 +57,7 @@ def test_rclip_is_the_guide(core):
     [
         (dict(d=-1), r"d must be an integer from 0 to 8, got -1"),
         (dict(a=0), r"a must be an integer from 1 to 16, got 0"),
-        (dict(h=0.0), r"h must be a number > 0, got 0.0"),
+        (dict(h=0.0), r"h must be a number from 1e-6 to 1e6, got 0.0"),
         (dict(channels="Q"), r"channels must be one of 'AUTO', 'Y', 'UV', 'YUV', 'RGB'"),
         (dict(channels="YUV"), r"channels='yuv' needs a 4:4:4 clip"),
         (dict(num_streams=0), r"num_streams must be an integer from 1 to 64, got 0"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -40,12 +41,32 @@ def test_lists_and_bools():
         "flag": True,
     }
     for args, message in [
-        ({"x": [1.0, -1.0]}, "x must be a list of 1 to 3 items, each item a number >= 0, got"),
+        ({"x": [1.0, -1.0]}, "x must be a list of 1 to 3 items, each item a finite number >= 0"),
+        ({"x": [1.0, math.inf]}, r"x must be a list .*, got \[1.0, inf\]"),
         ({"x": [1.0] * 4}, "x must be a list of 1 to 3 items"),
         ({"flag": [2]}, "flag must be True or False, got 2"),
     ]:
         with pytest.raises(ValueError, match=r"avdenoise\.F: " + message):
             parse_arguments("F", params, args)
+
+
+@pytest.mark.parametrize(
+    "allowed, kind, words",
+    [
+        (Range(0.0), "float", "a finite number >= 0"),
+        (Range(0.0, open_low=True), "float", "a finite number > 0"),
+        (Range(0.0, 1e6, open_low=True), "float", "a number > 0 and at most 1e6"),
+        (Range(1e-6, 1e6), "float", "a number from 1e-6 to 1e6"),
+        (Range(0), "int", "an integer >= 0"),
+        (Range(1, 16), "int", "an integer from 1 to 16"),
+    ],
+)
+def test_ranges_take_finite_values_only(allowed, kind, words):
+    """NaN and infinities are out of every range, an unbounded one too, and the words say so."""
+    assert allowed.describe(kind) == words
+    assert allowed.check(allowed.low + 1)
+    for value in (math.nan, math.inf, -math.inf):
+        assert not allowed.check(value)
 
 
 def test_every_parameter_is_documented():

@@ -20,7 +20,8 @@
 //                  the int64 accumulator of the member's frame (acc_at; 0: not aggregated)
 //   bm3d_wiener    the same, matched on pilot_at and shrunk by the pilot's spectra
 //   bm3d_finish    the accumulator at acc_at[0] -> basic estimates (float planes at `dst`) or
-//                  the output samples
+//                  the output samples; float clips' pixels that no group reached (non-finite
+//                  samples in every block over them) keep the values of src[0][0]
 // Spatial BM3D: load, hard, finish (basic), wiener, finish, on the workspace's accumulator.
 // V-BM3D per frame m's groups: load W(m), hard or wiener into the accumulators of the frames
 // of W(m) that still lack them; per output frame: finish its accumulator once every frame of
@@ -41,6 +42,7 @@
 #define BM_NP (BM_PSNUM * BM_WP * BM_WP)  // predictive-search candidates per other frame
 #define BM_NCAND (BM_N0 + (BM_T - 1) * BM_NP)
 #define BM_INF __int_as_float(0x7f800000)
+#define BM_NAN __int_as_float(0x7fc00000)
 #define BM_GC (BM_JOINT ? BM_C : 1)  // channels one group filters
 
 #if BM_DTYPE == 0
@@ -53,7 +55,8 @@ typedef float bm_sample;
 
 // Kernel arguments, one NumPy structured scalar by value (8-byte fields: no padding rules).
 struct Bm3dArgs {
-    long long src[2][BM_T];     // bm3d_load: slot address of each window frame: clip, ref
+    long long src[2][BM_T];     // bm3d_load: slot address of each window frame: clip, ref;
+                                // bm3d_finish of float clips: src[0][0], the finished frame
     long long noisy_at[BM_T];   // float planes (C, H, pitch) of each window frame, 8-bit scale
     long long pilot_at[BM_T];   // ... of the Wiener stage's pilot
     long long acc_at[BM_T];     // int64 accumulator of each window frame: num (C, H, pitch),
@@ -85,6 +88,33 @@ __device__ __forceinline__ float bm_read(long long slot, long long off, long lon
     return (float)((const bm_sample*)slot)[off + idx];
 }
 
+// Working values of one pixel of a frame slot: 8-bit scale, OPP for RGB.
+//
+// Float clips may hold NaN and infinities. A block with one in any grouped channel takes no
+// part (_bm3d_matching.finite_blocks): it forms no group and is never matched, and pixels no
+// group reaches keep their input (bm3d_finish). Joint passes put NaN into channel 0, which
+// blocks are matched on, wherever any channel is not finite: such a block's distance is then
+// NaN, failing every `d < limit` as an out-of-grid candidate's infinity does, and one test of
+// the reference block suffices (bm3d_stage). Integer samples are always finite: no code.
+__device__ __forceinline__ void bm_pixel(const Bm3dArgs& a, long long slot, long long idx,
+                                         float (&v)[BM_C]) {
+#pragma unroll
+    for (int c = 0; c < BM_C; ++c) v[c] = bm_read(slot, a.plane_off[c], idx) * (float)a.scale;
+#if BM_RGB
+    float o[3];
+#pragma unroll
+    for (int i = 0; i < 3; ++i) o[i] = bm_opp[i][0] * v[0] + bm_opp[i][1] * v[1] + bm_opp[i][2] * v[2];
+#pragma unroll
+    for (int i = 0; i < 3; ++i) v[i] = o[i];
+#endif
+#if BM_DTYPE == 2 && BM_JOINT
+    bool finite = true;
+#pragma unroll
+    for (int c = 0; c < BM_C; ++c) finite = finite && isfinite(v[c]);
+    if (!finite) v[0] = BM_NAN;
+#endif
+}
+
 // Thread per pixel, z = window frame (+ T for the ref clip): float planes in 8-bit scale.
 extern "C" __global__ void bm3d_load(const Bm3dArgs a) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -94,14 +124,17 @@ extern "C" __global__ void bm3d_load(const Bm3dArgs a) {
     const long long slot = a.src[input][t];
     const long long idx = (long long)y * a.src_pitch + x;
     float v[BM_C];
+    bm_pixel(a, slot, idx, v);
+#if BM_DTYPE == 2
+    if (input) {
+        // The ref clip is the Wiener pilot, which blocks are matched on: the clip's non-finite
+        // samples must exclude their blocks there too.
+        float w[BM_C];
+        bm_pixel(a, a.src[0][t], idx, w);
 #pragma unroll
-    for (int c = 0; c < BM_C; ++c) v[c] = bm_read(slot, a.plane_off[c], idx) * (float)a.scale;
-#if BM_RGB
-    float o[3];
-#pragma unroll
-    for (int i = 0; i < 3; ++i) o[i] = bm_opp[i][0] * v[0] + bm_opp[i][1] * v[1] + bm_opp[i][2] * v[2];
-#pragma unroll
-    for (int i = 0; i < 3; ++i) v[i] = o[i];
+        for (int c = 0; c < BM_C; ++c)
+            if (!isfinite(w[c])) v[c] = BM_NAN;
+    }
 #endif
     float* dst = (float*)(input ? a.pilot_at[t] : a.noisy_at[t]);
     const long long plane = bm_plane(a);
@@ -553,8 +586,21 @@ __device__ void bm3d_stage(const Bm3dArgs& a) {
     const long long* guide = WIENER ? a.pilot_at : a.noisy_at;
 
     const float* centre = (const float*)guide[t_ref] + c0 * plane;
-    for (int p = lane; p < BM_BB; p += 32)
-        ref[p] = centre[(long long)(ry + p / BM_B) * a.pitch + rx + p % BM_B];
+#if BM_DTYPE == 2
+    bool finite = true;
+#endif
+    for (int p = lane; p < BM_BB; p += 32) {
+        const float v = centre[(long long)(ry + p / BM_B) * a.pitch + rx + p % BM_B];
+        ref[p] = v;
+#if BM_DTYPE == 2
+        finite = finite && isfinite(v);
+#endif
+    }
+#if BM_DTYPE == 2
+    // A reference block holding a non-finite sample forms no group (see bm_pixel); the guide
+    // shows every one that counts (joint passes mark channel 0, pilots the clip's as well).
+    if (!__all_sync(0xffffffffu, finite)) return;
+#endif
     __syncwarp();
     bm_search(guide, c0 * plane, a.pitch, (int)a.height, grid_h, grid_w, t_ref, ry, rx, ref, sd,
               sk, lane);
@@ -594,7 +640,9 @@ extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) bm3d_wiener(const Bm
 // ---- export and finish --------------------------------------------------------------------
 
 // Thread per pixel: num / den of the accumulator at acc_at[0] into float planes at `dst`
-// (basic estimates) or into the output samples; `clear` leaves the accumulator zero.
+// (basic estimates) or into the output samples; `clear` leaves the accumulator zero. Float
+// clips: a pixel that no group reached (den 0, see bm_pixel) keeps the value of frame src[0][0]
+// there: its working value in a basic estimate, its very sample in the output.
 extern "C" __global__ void bm3d_finish(const Bm3dArgs a) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -604,13 +652,28 @@ extern "C" __global__ void bm3d_finish(const Bm3dArgs a) {
     long long* num = (long long*)a.acc_at[0];
     long long* den = num + BM_C * plane;
     float v[BM_C];
+#if BM_DTYPE == 2
+    unsigned kept = 0;  // bit c: channel c was reached by no group
+#endif
 #pragma unroll
     for (int c = 0; c < BM_C; ++c) {
         const long long i = at + c * plane;
         v[c] = (float)((double)num[i] / (double)den[i]);
+#if BM_DTYPE == 2
+        if (den[i] == 0) kept |= 1u << c;
+#endif
         if (a.clear) num[i] = den[i] = 0;
     }
     if (a.to_pilot) {
+#if BM_DTYPE == 2
+        if (kept) {
+            float w[BM_C];
+            bm_pixel(a, a.src[0][0], (long long)y * a.src_pitch + x, w);
+#pragma unroll
+            for (int c = 0; c < BM_C; ++c)
+                if (kept & (1u << c)) v[c] = w[c];
+        }
+#endif
 #pragma unroll
         for (int c = 0; c < BM_C; ++c) ((float*)a.dst)[at + c * plane] = v[c];
         return;
@@ -629,7 +692,8 @@ extern "C" __global__ void bm3d_finish(const Bm3dArgs a) {
     for (int c = 0; c < BM_C; ++c) {
         const float s = v[c] * back;
 #if BM_DTYPE == 2
-        ((float*)a.out)[a.plane_off[c] + idx] = s;
+        const float* src = (const float*)a.src[0][0] + a.plane_off[c] + idx;
+        ((float*)a.out)[a.plane_off[c] + idx] = kept & (1u << c) ? *src : s;
 #else
         const float q = fminf(fmaxf(rintf(s), 0.0f), (float)a.peak);
         ((bm_sample*)a.out)[a.plane_off[c] + idx] = (bm_sample)q;

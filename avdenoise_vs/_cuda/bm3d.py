@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._environment import positive_int
-from .._options import Distance, FrameLayout, PlaneOptions
+from .._options import Distance, FrameLayout, PlaneOptions, SampleType
 from .._reference._bm3d_stages import TAU_WIENER, ht_match_threshold
 from .._reference.backend import bm3d_sigmas
 from ._bm3d_source import BM3D_WARPS, Bm3dSpec
@@ -215,6 +215,9 @@ class Bm3dPass:
             ps_range=options.ps_range,
         )
         self.window = self.spec.window
+        # Float frames may hold NaN or infinities: bm3d_finish then reads the finished frame's
+        # slot (src[0][0]) for the pixels that no group reached. Integer frames never need it.
+        self._finish_reads_source = layout.sample_type is SampleType.FLOAT
         self.run_hard = not options.has_ref
         self.run_wiener = options.stages == 2 or options.has_ref
         self._top = "wiener" if self.run_wiener else "hard"
@@ -336,6 +339,9 @@ class Bm3dPass:
         records = ws.spatial
         records["load"].record["src"][0, :, 0] = slot, ref_slot
         records["out"].record["out"] = out_ptr
+        if self._finish_reads_source:
+            records["basic"].record["src"][0, 0, 0] = slot
+            records["out"].record["src"][0, 0, 0] = slot
         self._run("bm3d_load", records["load"], stream)
         if self.run_hard:
             self._run("bm3d_hard", records["hard"], stream)
@@ -372,12 +378,14 @@ class Bm3dPass:
         for job, accs in plan.hard:
             self._make(job, "hard", stream, self._filter_groups, lease, window, job, accs, stream)
         for entry, acc, jobs in plan.basics:
-            self._make(entry, "basic", stream, self._basic_estimate, entry, acc, jobs, stream)
+            self._make(entry, "basic", stream, self._basic_estimate, entry, acc, jobs, window,
+                       stream)  # fmt: skip
         for job, accs in plan.top:
             self._make(job, self._top, stream, self._filter_groups, lease, window, job, accs,
                        stream)  # fmt: skip
         self._wait([*plan.out_jobs, plan.out], stream)
-        record = self._record(acc_at=[plan.out.slot.ptr], out=out_ptr)
+        record = self._record(acc_at=[plan.out.slot.ptr], out=out_ptr,
+                              **self._finished_frame(window, window.center))  # fmt: skip
         self._run("bm3d_finish", KernelArgs(record), stream)
 
     def _claim_sums(self, lease: _Lease, plan: _Plan, stage: str, k: int, window: _Window):
@@ -489,11 +497,16 @@ class Bm3dPass:
         record = self._stage_record(name, noisy_at=noisy, pilot_at=pilot, acc_at=acc_at)
         self._run(name, KernelArgs(record), stream)
 
-    def _basic_estimate(self, entry, acc, jobs: list, stream: int) -> None:
+    def _basic_estimate(self, entry, acc, jobs: list, window: _Window, stream: int) -> None:
         """Basic estimate of frame k = entry.key: its finished hard-thresholding sums."""
         self._wait([*jobs, acc], stream)
-        record = self._record(acc_at=[acc.slot.ptr], to_pilot=1, dst=entry.slot.ptr)
+        record = self._record(acc_at=[acc.slot.ptr], to_pilot=1, dst=entry.slot.ptr,
+                              **self._finished_frame(window, entry.key))  # fmt: skip
         self._run("bm3d_finish", KernelArgs(record), stream)
+
+    def _finished_frame(self, window: _Window, k: int) -> dict:
+        """The `src` field of a finish of frame k: its slot, which float clips read there."""
+        return {"src": [[window.slot[k]]]} if self._finish_reads_source else {}
 
     def _wait(self, items: list, stream: int) -> None:
         wait_for(items, stream, self._calls)

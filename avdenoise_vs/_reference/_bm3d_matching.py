@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from avdenoise_vs._reference._bm3d_transforms import BLOCK_SIZE
 
-__all__ = ["Groups", "block_features", "match_groups", "reference_grid"]
+__all__ = ["Groups", "block_features", "finite_blocks", "match_groups", "reference_grid"]
 
 # Gather at most this many float64 values at once when computing distances (about 32 MiB), and
 # match this many references at a time, so memory stays bounded whatever the image size.
@@ -70,20 +70,35 @@ def block_features(planes: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(blocks).reshape(planes.shape[0], -1, BLOCK_SIZE * BLOCK_SIZE)
 
 
-def _distances(feats: np.ndarray, ref_feats: np.ndarray, cand: np.ndarray) -> np.ndarray:
+def finite_blocks(video: np.ndarray) -> np.ndarray:
+    """Whether each block of each frame of ``video`` (T, C, H, W) is finite in every channel.
+
+    Returns a (T, n_blocks) bool array indexed like :func:`block_features`. A block holding a
+    NaN or an infinity takes no part in grouping or filtering (see ``bm3d.bm3d_basic``).
+    """
+    bad = (~np.isfinite(video)).any(axis=1).astype(np.int32)
+    windows = sliding_window_view(bad, (BLOCK_SIZE, BLOCK_SIZE), axis=(1, 2))
+    return (windows.sum(axis=(3, 4)) == 0).reshape(video.shape[0], -1)
+
+
+def _distances(
+    feats: np.ndarray, ref_feats: np.ndarray, cand: np.ndarray, usable: np.ndarray
+) -> np.ndarray:
     """Normalised squared L2 distance ``||a - b||^2 / 64`` of candidates to their reference.
 
     ``cand`` has shape ``(n, k)`` with indices into ``feats``; negative entries are invalid and
-    get ``inf``. The difference is formed explicitly (not via ``|a|^2 + |b|^2 - 2ab``) so that
-    identical blocks are at distance exactly zero and ties are exact.
+    get ``inf``, as do blocks that are not ``usable`` (one flag per block of ``feats``). The
+    difference is formed explicitly (not via ``|a|^2 + |b|^2 - 2ab``) so that identical blocks
+    are at distance exactly zero and ties are exact.
     """
     out = np.full(cand.shape, np.inf)
     rows = max(1, _CHUNK_VALUES // (cand.shape[1] * feats.shape[1]))
     for s in range(0, cand.shape[0], rows):
         c = cand[s : s + rows]
-        diff = feats[np.maximum(c, 0)] - ref_feats[s : s + rows, None, :]
+        index = np.maximum(c, 0)
+        diff = feats[index] - ref_feats[s : s + rows, None, :]
         d = np.einsum("nkd,nkd->nk", diff, diff) / feats.shape[1]
-        out[s : s + rows] = np.where(c >= 0, d, np.inf)
+        out[s : s + rows] = np.where((c >= 0) & usable[index], d, np.inf)
     return out
 
 
@@ -114,11 +129,13 @@ def _unique_sorted(cand: np.ndarray) -> np.ndarray:
 
 
 def _best(cand: np.ndarray, dist: np.ndarray, count: int) -> np.ndarray:
-    """Indices of the ``count`` nearest candidates per row (ties: lower block index first)."""
+    """Indices of the ``count`` nearest candidates per row (ties: lower block index first);
+    ``-1`` where a row has fewer than ``count`` candidates of finite distance."""
     # Rows are sorted by block index already, so a stable sort by distance breaks ties by
-    # position; invalid candidates have inf distance and sort last.
+    # position; invalid and unusable candidates have inf distance and sort last.
     order = np.argsort(dist, axis=1, kind="stable")[:, :count]
-    return np.take_along_axis(cand, order, axis=1)
+    best = np.take_along_axis(cand, order, axis=1)
+    return np.where(np.isfinite(np.take_along_axis(dist, order, axis=1)), best, -1)
 
 
 def _frame_order(t_count: int, ref_frame: int) -> list[int]:
@@ -137,6 +154,7 @@ def match_groups(
     ps_range: int,
     max_size: int,
     threshold: float,
+    usable: np.ndarray | None = None,
 ) -> Groups:
     """Build the group of every reference block of window frame ``ref_frame``.
 
@@ -153,6 +171,9 @@ def match_groups(
     bm_range, ps_num, ps_range, max_size, threshold
         Full-search radius in the reference frame; number of matches that seed the next frame's
         search, and that search's radius; largest group; distance limit (exclusive).
+    usable : ndarray of bool, shape (T, n_blocks), optional
+        Blocks that may be candidates (:func:`finite_blocks`); the others are never members
+        and never seed a search. The reference blocks must be usable. Default: every block.
 
     Returns
     -------
@@ -167,29 +188,36 @@ def match_groups(
     the threshold. All candidates of all frames then compete for the group.
     """
     ref_y, ref_x = refs
+    if usable is None:
+        usable = np.ones(feats.shape[:2], dtype=bool)
     search = dict(bm_range=bm_range, ps_num=ps_num, ps_range=ps_range, max_size=max_size)
     parts = []
     for s in range(0, len(ref_y), _REFS_PER_CHUNK):
         chunk = (ref_y[s : s + _REFS_PER_CHUNK], ref_x[s : s + _REFS_PER_CHUNK])
-        parts.append(_match_chunk(feats, ref_frame, chunk, grid, threshold, **search))
+        parts.append(_match_chunk(feats, ref_frame, chunk, grid, threshold, usable, **search))
+    if not parts:  # every reference block of the frame holds a non-finite sample
+        empty = np.zeros((0, max_size), dtype=int)
+        return Groups(frame=empty, y=empty, x=empty, size=np.zeros(0, dtype=int))
     return Groups(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Groups)))
 
 
-def _match_chunk(feats, ref_frame, refs, grid, threshold, *, bm_range, ps_num, ps_range, max_size):
+def _match_chunk(
+    feats, ref_frame, refs, grid, threshold, usable, *, bm_range, ps_num, ps_range, max_size
+):
     """:func:`match_groups` for a few references, so that candidate arrays stay small."""
     ref_y, ref_x = refs
     ref_idx = ref_y * grid[1] + ref_x
     ref_feats = feats[ref_frame][ref_idx]
     cand = {ref_frame: _window(ref_y[:, None], ref_x[:, None], bm_range, grid)}
-    dist = {ref_frame: _distances(feats[ref_frame], ref_feats, cand[ref_frame])}
+    dist = {ref_frame: _distances(feats[ref_frame], ref_feats, cand[ref_frame], usable[ref_frame])}
     for t in _frame_order(feats.shape[0], ref_frame):
         prev = t + 1 if t < ref_frame else t - 1
         seeds = _best(cand[prev], dist[prev], ps_num)
-        # Invalid seeds (fewer candidates than ps_num) become an off-grid centre with no hits.
+        # Missing seeds (fewer usable candidates than ps_num) become an off-grid centre, no hits.
         sy = np.where(seeds >= 0, seeds // grid[1], -2 * ps_range - 2)
         sx = np.where(seeds >= 0, seeds % grid[1], 0)
         cand[t] = _unique_sorted(_window(sy, sx, ps_range, grid))
-        dist[t] = _distances(feats[t], ref_feats, cand[t])
+        dist[t] = _distances(feats[t], ref_feats, cand[t], usable[t])
     return _select(cand, dist, ref_frame, ref_idx, grid, max_size, threshold)
 
 

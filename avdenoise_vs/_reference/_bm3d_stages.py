@@ -18,6 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from avdenoise_vs._reference._bm3d_matching import (
     Groups,
     block_features,
+    finite_blocks,
     match_groups,
     reference_grid,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "StageOptions",
     "Window",
     "basic_stage",
+    "estimate",
     "final_stage",
     "ht_match_threshold",
     "stage_sums",
@@ -103,19 +105,29 @@ def ht_match_threshold(sigma: float) -> float:
     return max(TAU_HT, TAU_HT_MARGIN + 2.0 * sigma * sigma)
 
 
-def _groups(guide, ref_frame, opts: StageOptions, threshold) -> Groups:
-    """Group the reference blocks of window frame ``ref_frame``, matching on ``guide``."""
+def _groups(guide, ref_frame, opts: StageOptions, threshold, usable) -> Groups:
+    """Group the reference blocks of window frame ``ref_frame``, matching on ``guide``.
+
+    Only `usable` blocks (:func:`finite_blocks`) take part: a reference block that is not
+    gets no group, a candidate that is not is never matched.
+    """
     h, w = guide.shape[1:]
+    grid = (h - BLOCK_SIZE + 1, w - BLOCK_SIZE + 1)
+    ref_y, ref_x = reference_grid(h, w, opts.block_step)
+    keep = usable[ref_frame][ref_y * grid[1] + ref_x]
+    # Unusable blocks' distances are never read, so their samples may be anything finite;
+    # zeros keep NaN arithmetic (and its warnings) out of the distances.
     return match_groups(
-        block_features(guide),
+        block_features(np.where(np.isfinite(guide), guide, 0.0)),
         ref_frame,
-        reference_grid(h, w, opts.block_step),
-        (h - BLOCK_SIZE + 1, w - BLOCK_SIZE + 1),
+        (ref_y[keep], ref_x[keep]),
+        grid,
         bm_range=opts.bm_range,
         ps_num=opts.ps_num,
         ps_range=opts.ps_range,
         max_size=opts.group_size,
         threshold=threshold * opts.mismatch_scale,
+        usable=usable,
     )
 
 
@@ -206,13 +218,25 @@ class _Accumulator:
         return (self.num.reshape(c, t, h, w).swapaxes(0, 1),
                 self.den.reshape(c, t, h, w).swapaxes(0, 1))  # fmt: skip
 
-    def result(self) -> np.ndarray:
-        """Return the estimates of the output frames, shape (n_out, C, H, W)."""
+    def result(self, video: np.ndarray) -> np.ndarray:
+        """Return the estimates of the output frames, shape (n_out, C, H, W); pixels that no
+        group reached keep their value in `video` (T, C, H, W), see :func:`estimate`."""
         t, c, h, w = self.shape
         num = self.num.reshape(c, t, h, w).swapaxes(0, 1)[self.out]
         den = self.den.reshape(c, t, h, w).swapaxes(0, 1)[self.out]
-        # Each output frame has its own reference grid covering every pixel, so den > 0.
-        return num / den
+        return estimate(num, den, video[self.out])
+
+
+def estimate(num: np.ndarray, den: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    """Aggregated estimate ``num / den``, or `frame`'s own value where ``den`` is 0.
+
+    Each frame's reference grid covers every pixel, so ``den`` is 0 only where each reference
+    block over a pixel holds a NaN or an infinity (its own or a neighbour's) and no group took
+    another block over it: those pixels are passed through, the non-finite ones unchanged.
+    """
+    out = frame.astype(np.float64, copy=True)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
 
 
 Shrink = Callable[[Groups, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
@@ -240,7 +264,8 @@ def _filter(window: Window, group_sets: list[Groups], shrink: Shrink, out_frames
 def _basic_sums(window, ref_frames, out_frames, opts: StageOptions, lambda_ht) -> _Accumulator:
     """Hard thresholding of the groups of ``ref_frames``, matched on the noisy channel 0."""
     tau = ht_match_threshold(float(window.sigma[0]))
-    group_sets = [_groups(window.video[:, 0], f, opts, tau) for f in ref_frames]
+    usable = finite_blocks(window.video)
+    group_sets = [_groups(window.video[:, 0], f, opts, tau, usable) for f in ref_frames]
 
     def shrink(groups, rows, size):
         spec = _spectrum(_gather(window.video, groups, rows, size), TRANSFORM_HT)
@@ -252,7 +277,8 @@ def _basic_sums(window, ref_frames, out_frames, opts: StageOptions, lambda_ht) -
 
 def _final_sums(window, pilot: Window, ref_frames, out_frames, opts: StageOptions) -> _Accumulator:
     """Wiener filtering of the groups of ``ref_frames``, matched on the pilot's channel 0."""
-    group_sets = [_groups(pilot.video[:, 0], f, opts, TAU_WIENER) for f in ref_frames]
+    usable = finite_blocks(window.video) & finite_blocks(pilot.video)
+    group_sets = [_groups(pilot.video[:, 0], f, opts, TAU_WIENER, usable) for f in ref_frames]
 
     def shrink(groups, rows, size):
         spec = _spectrum(_gather(window.video, groups, rows, size), TRANSFORM_WIENER)
@@ -269,7 +295,7 @@ def basic_stage(window, ref_frames, out_frames, opts: StageOptions, lambda_ht) -
     Groups the reference blocks of ``ref_frames`` on the noisy channel 0 and returns the
     basic estimates of ``out_frames``, shape (len(out_frames), C, H, W).
     """
-    return _basic_sums(window, ref_frames, out_frames, opts, lambda_ht).result()
+    return _basic_sums(window, ref_frames, out_frames, opts, lambda_ht).result(window.video)
 
 
 def final_stage(window, pilot: Window, ref_frames, out_frames, opts: StageOptions) -> np.ndarray:
@@ -278,7 +304,7 @@ def final_stage(window, pilot: Window, ref_frames, out_frames, opts: StageOption
     Groups on the basic estimates ``pilot``, filters the noisy ``window`` with Wiener
     attenuations from the pilot groups, and returns the estimates of ``out_frames``.
     """
-    return _final_sums(window, pilot, ref_frames, out_frames, opts).result()
+    return _final_sums(window, pilot, ref_frames, out_frames, opts).result(window.video)
 
 
 def stage_sums(window: Window, ref_frame: int, opts: StageOptions, *, lambda_ht=None, pilot=None):

@@ -135,7 +135,7 @@ class NumpyBackend:
         pilot = None
         if options.has_ref:
             pilot = _WindowClip(n, numbers, self._bm3d_window(options, windows[1]))
-        out = vbm3d(
+        out, kept = vbm3d(
             clip,
             n,
             bm3d_sigmas(options),
@@ -149,12 +149,18 @@ class NumpyBackend:
             ps_range=options.ps_range,
             mismatch_scale=options.mismatch_scale,
             joint=options.distance in (Distance.YUV, Distance.RGB),
+            with_kept=True,
         )
         if options.distance is Distance.RGB:
             out = np.einsum("ij,jhw->ihw", OPP_INVERSE, out)
+        # Pixels no group reached (NaN or infinities in every block over them; float clips
+        # only) take the source samples themselves: scaling, or OPP and back, would change
+        # them, and would spread a non-finite sample of one RGB plane to the other two.
+        source = self._load(windows[0][len(numbers) // 2], options.planes)
+        out = np.where(kept, source, out / _BM3D_SCALE)
         for index, plane in enumerate(options.planes):
             if plane in options.written_planes:
-                self._store(dst[plane], plane, out[index] / _BM3D_SCALE)
+                self._store(dst[plane], plane, out[index])
 
     def _bm3d_window(self, options: PlaneOptions, window: tuple) -> list[np.ndarray]:
         """A window's planes of the pass in 8-bit scale (``value * 255 / peak``), OPP for RGB.

@@ -50,8 +50,6 @@ def _as_window(frames: Sequence[np.ndarray], sigma: float | Sequence[float]) -> 
     video = np.stack([a if a.ndim == 3 else a[None] for a in arrays])
     if min(video.shape[2:]) < BLOCK_SIZE:
         raise ValueError(f"avdenoise.BM3D: frames must be at least 8x8, got {video.shape[2:]}")
-    if not np.all(np.isfinite(video)):
-        raise ValueError("avdenoise.BM3D: frames must be finite, got NaN or inf")
     sig = np.asarray(sigma, dtype=np.float64).ravel()
     if sig.size not in (1, video.shape[1]) or np.any(sig < 0) or not np.all(np.isfinite(sig)):
         raise ValueError(
@@ -169,8 +167,7 @@ def bm3d_basic(
     Raises
     ------
     ValueError
-        If the frames differ in shape, are smaller than 8x8 or not finite, or an option is out
-        of range.
+        If the frames differ in shape or are smaller than 8x8, or an option is out of range.
 
     Notes
     -----
@@ -187,6 +184,12 @@ def bm3d_basic(
     group; coefficients at most ``lambda_ht`` noise deviations are zeroed (the group DC is
     kept), and blocks are aggregated with weight ``1 / N_kept`` times an 8x8 Kaiser window
     (beta 2), per channel.
+
+    A block holding a NaN or an infinity in any channel (of the frames, or of the pilot in
+    the Wiener stage) takes no part: it is never matched, never seeds a search, and as a
+    reference block it forms no group. A pixel that no group reaches keeps its input value,
+    so non-finite samples come out unchanged and spread nowhere; with ``block_step=1`` these
+    are exactly the pixels that every block over them holds a non-finite sample.
 
     Each reference block costs ``(2 bm_range + 1)^2 + (T - 1) ps_num (2 ps_range + 1)^2``
     block comparisons for ``T`` frames, and there are about ``H W / block_step^2`` reference

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from avdenoise_vs._reference._bm3d_stages import StageOptions, stage_sums
+from avdenoise_vs._reference._bm3d_stages import StageOptions, estimate, stage_sums
 from avdenoise_vs._reference.bm3d import _as_window, _options
 
 __all__ = ["ClipFrames", "FrameList", "vbm3d", "window_numbers"]
@@ -78,7 +78,8 @@ def vbm3d(
     ps_range: int = 4,
     mismatch_scale: float = 1.0,
     joint: bool = False,
-) -> np.ndarray:
+    with_kept: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Estimate frame `n` of `clip` with V-BM3D (see the module notes), ``C x H x W``.
 
     Parameters
@@ -98,11 +99,16 @@ def vbm3d(
     pilot : ClipFrames, optional
         Basic estimates given by the caller (a ``ref`` clip): only the Wiener stage runs,
         matched on `pilot` and shrunk by its spectra.
+    with_kept : bool
+        Also return where the estimate is frame `n`'s own value: the pixels that no group
+        reached because the blocks over them hold NaN or infinities (see
+        :func:`avdenoise_vs._reference.bm3d.bm3d_basic`, Notes).
 
     Returns
     -------
     ndarray
-        The estimate of frame `n`, float64, ``C x H x W``.
+        The estimate of frame `n`, float64, ``C x H x W``; with `with_kept`, also a bool
+        array of that shape.
     """
     if stages not in (1, 2):
         raise ValueError(f"avdenoise.BM3D: stages must be 1 or 2, got {stages}")
@@ -113,10 +119,10 @@ def vbm3d(
             _Sums(**common, opts=_options(*grouping, 16, mismatch_scale), lambda_ht=lambda_ht)
         )
         if stages == 1:
-            return basic(n)
+            return basic.with_kept(n) if with_kept else basic(n)
         pilot = _EstimateFrames(clip, basic)
     final = _Estimates(_Sums(**common, opts=_options(*grouping, 32, mismatch_scale), pilot=pilot))
-    return final(n)
+    return final.with_kept(n) if with_kept else final(n)
 
 
 class _Sums:
@@ -160,16 +166,19 @@ class _Estimates:
         self._cache = functools.cache(self._compute)
 
     def __call__(self, k: int) -> np.ndarray:
+        return self._cache(k)[0]
+
+    def with_kept(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The estimate of frame k and where it is frame k's own value."""
         return self._cache(k)
 
-    def _compute(self, k: int) -> np.ndarray:
+    def _compute(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         num = den = 0.0
         for m in sorted(set(window_numbers(self.sums.clip, k, self.sums.radius))):
             part_num, part_den = self.sums.of(m)[k]
             num = num + part_num
             den = den + part_den
-        # Frame k's own reference grid covers every pixel, so den > 0.
-        return num / den
+        return estimate(num, den, self.sums.clip.frame(k)), den == 0
 
 
 class _EstimateFrames:

@@ -155,6 +155,48 @@ def test_minimal_frame():
     assert out.shape == (8, 8) and np.all(np.isfinite(out))
 
 
+@pytest.mark.parametrize("stages", [1, 2])
+def test_non_finite_samples_take_no_part(stages):
+    """NaN and infinities: blocks holding one are never grouped, and a pixel keeps its input
+    exactly when every block over it holds one (block_step=1, every block a reference). Near
+    the top border that is a whole column above the sample."""
+    frame = np.random.default_rng(21).uniform(0, 255, (24, 30))
+    frame[2, 12], frame[15, 20], frame[20, 3] = np.nan, np.inf, -np.inf
+    options = dict(stages=stages, block_step=1, bm_range=3)
+    out, kept = vbm3d(FrameList([frame]), 0, 20.0, radius=0, with_kept=True, **options)
+    usable = matching.finite_blocks(frame[None, None]).reshape(24 - 7, 30 - 7)
+    reached = np.zeros(frame.shape, dtype=bool)
+    for y, x in np.argwhere(usable):
+        reached[y : y + 8, x : x + 8] = True
+    assert not reached[:3, 12].any() and reached[3, 12]
+    np.testing.assert_array_equal(kept[0], ~reached)
+    np.testing.assert_array_equal(out[0][~reached], frame[~reached])  # NaN equals NaN here
+    assert np.all(np.isfinite(out[0][reached]))
+    np.testing.assert_array_equal(bm3d([frame], 0, 20.0, **options), out[0])
+
+
+def test_unusable_blocks_are_never_members_nor_seeds():
+    """On constant frames every distance ties at 0, so only the mask keeps blocks out. The
+    search of reference block (5, 5) in frame 0 (radius 1) has one usable block, itself, so
+    the predictive search into frame 1 has one seed: the unusable (4, 4) must not be a second
+    one, whose window would reach frame 1's one usable block, (2, 2)."""
+    frames = [np.full((20, 20), 7.0)] * 2
+    usable = np.zeros((2, 13 * 13), dtype=bool)
+    usable[0, 5 * 13 + 5] = usable[1, 2 * 13 + 2] = True
+    ref = 5  # reference_grid(20, 20, 5): (5, 5) is the sixth reference block
+
+    def row():
+        groups = _groups(frames, bm_range=1, ps_range=2, usable=usable)
+        entries = zip(groups.frame[ref], groups.y[ref], groups.x[ref], strict=True)
+        return int(groups.size[ref]), [tuple(map(int, e)) for e in entries]
+
+    size, entries = row()
+    assert size == 1 and entries[0] == (0, 5, 5) and (1, 2, 2) not in entries
+    usable[0, 4 * 13 + 4] = True  # (4, 4) usable: a second seed, whose window reaches (2, 2)
+    size, entries = row()
+    assert size == 2 and entries[:3] == [(0, 5, 5), (0, 4, 4), (1, 2, 2)]
+
+
 def test_basic_estimates_match_per_frame_calls():
     rng = np.random.default_rng(8)
     frames = [rng.uniform(0, 255, (20, 20)) for _ in range(3)]
@@ -213,13 +255,15 @@ def test_reference_grid_covers_borders():
     assert set(ys) == {0, 8, 16, 24, 29} and set(xs) == {0, 8, 16, 24, 32, 40, 45}
 
 
-def _groups(frames, *, ref_frame=0, bm_range=3, ps_range=2, threshold=1e9, max_size=8):
+def _groups(frames, *, ref_frame=0, bm_range=3, ps_range=2, threshold=1e9, max_size=8,
+            usable=None):  # fmt: skip
     planes = np.stack(frames)
     h, w = planes.shape[1:]
     refs = matching.reference_grid(h, w, 5)
     return matching.match_groups(
         matching.block_features(planes), ref_frame, refs, (h - 7, w - 7),
         bm_range=bm_range, ps_num=2, ps_range=ps_range, max_size=max_size, threshold=threshold,
+        usable=usable,
     )  # fmt: skip
 
 
