@@ -108,8 +108,11 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "strength",
         "float",
         "Denoising strength in 8-bit code values whatever the clip's depth: NLM's h; BM3D's "
-        "sigma, the noise standard deviation. Larger smooths more.",
-        default={"nlm": 1.2, "bm3d": 3.0},
+        "sigma, the noise standard deviation. Larger smooths more. The default suits noise of "
+        "deviation 3 to 8 codes: NLM at 3.0 raised luma PSNR by 2.7 to 4.7 dB (Gaussian noise, "
+        "six pictures; +0.2 dB at deviation 2), where KNLMeansCL's 1.2 left deviations of 6 "
+        "and more unchanged (README, 'Strength'). NLMeans keeps 1.2, as KNLMeansCL.",
+        default=3.0,
         allowed=Range(0.0, open_low=True),
         alias="KNLMeansCL h, BM3DCUDA sigma",
     ),
@@ -271,7 +274,15 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
     _as("radius", "d"),
     _as("search_radius", "a"),
     _as("patch_radius", "s"),
-    _as("strength", "h", default=1.2),
+    _as(
+        "strength",
+        "h",
+        default=1.2,
+        doc="NLM strength in 8-bit code values whatever the clip's depth. Larger smooths more. "
+        "The default is KNLMeansCL's, so that a drop-in call gives its output; it leaves noise "
+        "of deviation 6 codes and more unchanged, where Denoise's default 3.0 removes it "
+        "(README, 'Strength').",
+    ),
     Param(
         "channels",
         "str",
