@@ -112,7 +112,9 @@ static PyObject *video_info_dict(const VSVideoInfo *vi) {
         "fps_num", (long long)vi->fpsNum, "fps_den", (long long)vi->fpsDen);
 }
 
-/* One argument as a list of Python values; clips become dicts of their video info. */
+/* One argument as a list of Python values; clips become dicts of their video info. Values of
+ * other types (frames, functions, audio) can only reach an argument the signature does not
+ * declare (its trailing `any`): they arrive as None, and Python reports the argument's name. */
 static PyObject *argument_values(const VSMap *in, const char *key, const VSAPI *vsapi) {
     int count = vsapi->mapNumElements(in, key);
     int type = vsapi->mapGetType(in, key);
@@ -131,7 +133,7 @@ static PyObject *argument_values(const VSMap *in, const char *key, const VSAPI *
             item = video_info_dict(vsapi->getVideoInfo(node));
             vsapi->freeNode(node);
         } else {
-            PyErr_Format(PyExc_TypeError, "%s: unsupported argument type", key);
+            item = Py_BuildValue("");
         }
         if (!item || PyList_Append(list, item) < 0) Py_CLEAR(list);
         Py_XDECREF(item);
