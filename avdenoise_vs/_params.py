@@ -272,7 +272,7 @@ KNLM_CHANNELS = {"AUTO": None, "Y": "luma", "UV": "chroma", "YUV": "yuv", "RGB":
 
 NLMEANS_PARAMS: tuple[Param, ...] = (
     _as("clip", "clip"),
-    _as("radius", "d"),
+    _as("radius", "d", default=1),
     _as("search_radius", "a"),
     _as("patch_radius", "s"),
     _as(

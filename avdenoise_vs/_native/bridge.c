@@ -464,7 +464,8 @@ static void VS_CC filter_create(const VSMap *in, VSMap *out, void *user_data, VS
 }
 
 VS_EXTERNAL_API(void) VapourSynthPluginInit2(VSPlugin *plugin, const VSPLUGINAPI *vspapi) {
-    vspapi->configPlugin("com.avdenoise.vs", "avdenoise", "GPU video denoisers (NLM, BM3D)",
+    vspapi->configPlugin("com.avdenoise.vs", "avdenoise",
+                         "GPU video denoisers (NLM, BM3D); docs: help(avdenoise_vs.denoise)",
                          VS_MAKE_VERSION(1, 0), VS_MAKE_VERSION(VAPOURSYNTH_API_MAJOR, 0), 0,
                          plugin);
     /* A host without Python (a pure C program) gets an empty namespace rather than a crash. */
