@@ -12,10 +12,22 @@ from ._params import BM3D_PARAMS, DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
 from ._paramspec import parse_arguments
 from ._passes import plan_bm3d_passes, plan_passes, untouched_planes
 
-__all__ = ["FilterPlan", "create_bm3d", "create_denoise", "create_nlmeans"]
+__all__ = [
+    "BACKEND_PROPERTY",
+    "FilterPlan",
+    "backend_name",
+    "create_bm3d",
+    "create_denoise",
+    "create_nlmeans",
+]
 
 #: Turns a clip's layout into the passes that denoise it.
 Planner = Callable[[FrameLayout], tuple[PlaneOptions, ...]]
+
+
+#: Frame property of every output frame naming the backend that made it ('cuda' or 'cpu'),
+#: so that a script, or the demo, can tell where device='auto' ran.
+BACKEND_PROPERTY = "AvdenoiseBackend"
 
 
 class FilterPlan:
@@ -23,10 +35,10 @@ class FilterPlan:
 
     ``process`` is the backend's own bound method (``bridge_process`` where the backend has
     one: it leaves the GIL-free part of a frame to the bridge), so a frame costs one Python
-    call.
+    call. ``props`` are set on every output frame.
     """
 
-    __slots__ = ("inputs", "radius", "copy_planes", "backend", "process")
+    __slots__ = ("inputs", "radius", "copy_planes", "backend", "process", "props")
 
     def __init__(self, inputs: tuple[str, ...], radius: int, copy_planes, backend) -> None:
         self.inputs = inputs
@@ -34,6 +46,14 @@ class FilterPlan:
         self.copy_planes = copy_planes
         self.backend = backend
         self.process = getattr(backend, "bridge_process", backend.process)
+        self.props = {BACKEND_PROPERTY: backend_name(backend)}
+
+
+def backend_name(backend) -> str:
+    """'cpu' for the NumPy backend, else 'cuda' (the only other one)."""
+    from ._reference.backend import NumpyBackend
+
+    return "cpu" if isinstance(backend, NumpyBackend) else "cuda"
 
 
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
