@@ -3,14 +3,29 @@
 Importing the package is not needed in scripts: the native bridge is a VapourSynth plugin
 that VapourSynth autoloads. In an editable (development) install, importing it loads the
 in-tree bridge into the current core.
+
+The package also holds a typed Python API beside the namespace: :func:`denoise`,
+:func:`nlmeans` and :func:`bm3d` call ``core.avdenoise.Denoise``, ``NLMeans`` and ``BM3D``
+with the same arguments, and their docstrings (``help(avdenoise_vs.denoise)``) document
+every parameter, which VapourSynth's own functions cannot.
 """
 
 from __future__ import annotations
 
+from ._api import bm3d, denoise, nlmeans
 from ._devload import load_into_core
 from ._options import Distance, FrameLayout, PlaneOptions, WeightMode
 from ._version import __version__
 
-__all__ = ["Distance", "FrameLayout", "PlaneOptions", "WeightMode", "__version__"]
+__all__ = [
+    "Distance",
+    "FrameLayout",
+    "PlaneOptions",
+    "WeightMode",
+    "__version__",
+    "bm3d",
+    "denoise",
+    "nlmeans",
+]
 
 load_into_core()

@@ -12,10 +12,22 @@ from ._params import BM3D_PARAMS, DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
 from ._paramspec import parse_arguments
 from ._passes import plan_bm3d_passes, plan_passes, untouched_planes
 
-__all__ = ["FilterPlan", "create_bm3d", "create_denoise", "create_nlmeans"]
+__all__ = [
+    "BACKEND_PROPERTY",
+    "FilterPlan",
+    "backend_name",
+    "create_bm3d",
+    "create_denoise",
+    "create_nlmeans",
+]
 
 #: Turns a clip's layout into the passes that denoise it.
 Planner = Callable[[FrameLayout], tuple[PlaneOptions, ...]]
+
+
+#: Frame property of every output frame naming the backend that made it ('cuda' or 'cpu'),
+#: so that a script, or the demo, can tell where device='auto' ran.
+BACKEND_PROPERTY = "AvdenoiseBackend"
 
 
 class FilterPlan:
@@ -23,10 +35,10 @@ class FilterPlan:
 
     ``process`` is the backend's own bound method (``bridge_process`` where the backend has
     one: it leaves the GIL-free part of a frame to the bridge), so a frame costs one Python
-    call.
+    call. ``props`` are set on every output frame.
     """
 
-    __slots__ = ("inputs", "radius", "copy_planes", "backend", "process")
+    __slots__ = ("inputs", "radius", "copy_planes", "backend", "process", "props")
 
     def __init__(self, inputs: tuple[str, ...], radius: int, copy_planes, backend) -> None:
         self.inputs = inputs
@@ -34,6 +46,14 @@ class FilterPlan:
         self.copy_planes = copy_planes
         self.backend = backend
         self.process = getattr(backend, "bridge_process", backend.process)
+        self.props = {BACKEND_PROPERTY: backend_name(backend)}
+
+
+def backend_name(backend) -> str:
+    """'cpu' for the NumPy backend, else 'cuda' (the only other one)."""
+    from ._reference.backend import NumpyBackend
+
+    return "cpu" if isinstance(backend, NumpyBackend) else "cuda"
 
 
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
@@ -42,8 +62,10 @@ def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     if values["algorithm"] == "bm3d":
         _check_bm3d_ref("Denoise", args)
 
+    written = values["channels"] if "channels" in args else None
+
     def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
-        return plan_passes("Denoise", values, layout, channels_given="channels" in args)
+        return plan_passes("Denoise", values, layout, written)
 
     return _build_plan("Denoise", values, planner, ref_arg="ref")
 
@@ -53,6 +75,9 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
     channels = KNLM_CHANNELS[knlm["channels"].upper()]
     device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
+    # Messages about the translated settings name them as the script wrote them.
+    written = knlm["channels"] if channels is not None else None
+    spelling = {value: name for name, value in KNLM_CHANNELS.items() if value is not None}
     # Start from Denoise's own defaults, so that every setting a pass reads is present.
     values = {param.name: param.default_for("nlm") for param in DENOISE_PARAMS}
     values.update(
@@ -69,9 +94,9 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     )
 
     def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
-        return plan_passes("NLMeans", values, layout, channels_given=channels is not None)
+        return plan_passes("NLMeans", values, layout, written, spelling)
 
-    return _build_plan("NLMeans", values, planner, ref_arg="rclip")
+    return _build_plan("NLMeans", values, planner, ref_arg="rclip", device_id=knlm["device_id"])
 
 
 def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
@@ -89,7 +114,7 @@ def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
     def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
         return plan_bm3d_passes("BM3D", values, layout)
 
-    return _build_plan("BM3D", values, planner, ref_arg="ref")
+    return _build_plan("BM3D", values, planner, ref_arg="ref", device_id=values["device_id"])
 
 
 def _check_bm3d_ref(function: str, args: Mapping[str, list[Any]]) -> None:
@@ -109,11 +134,17 @@ def _check_bm3d_ref(function: str, args: Mapping[str, list[Any]]) -> None:
 
 
 def _build_plan(
-    function: str, values: Mapping[str, Any], planner: Planner, ref_arg: str
+    function: str,
+    values: Mapping[str, Any],
+    planner: Planner,
+    ref_arg: str,
+    device_id: int | None = None,
 ) -> FilterPlan:
     """Check the clips, split the work into passes and pick the backend.
 
-    `ref_arg` is the guide clip's argument name in this function, which the bridge reads.
+    `ref_arg` is the guide clip's argument name in this function, which the bridge reads;
+    `device_id`, where the script chose the device by number (``device`` is then
+    ``'cuda:<device_id>'``), is what messages about the device name.
     """
     layout = layout_from_info(function, "clip", values["clip"])
     if values["ref"] is not None:
@@ -124,7 +155,14 @@ def _build_plan(
         # the CPU backend, which needs nothing, does nothing.
         backend = select_backend(function, "cpu", ["cpu"], passes, layout)
         return FilterPlan(("clip",), 0, tuple(range(layout.num_planes)), backend)
-    backend = select_backend(function, values["device"], values["accelerators"], passes, layout)
+    try:
+        backend = select_backend(function, values["device"], values["accelerators"], passes, layout)
+    except ValueError as error:
+        if device_id is None:
+            raise
+        # select_backend names the `device` setting, which this script did not write.
+        said = str(error).replace(f"device={values['device']!r}", f"device_id={device_id}", 1)
+        raise ValueError(said) from error
     inputs = ("clip", ref_arg) if values["ref"] is not None else ("clip",)
     radius = max(options.window_radius for options in passes)
     return FilterPlan(inputs, radius, untouched_planes(layout, passes), backend)

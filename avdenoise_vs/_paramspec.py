@@ -7,9 +7,10 @@ signature the bridge registers, argument validation, and the README's parameter 
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = [
     "Param",
     "Pattern",
     "Range",
+    "check_names",
     "markdown_table",
     "parse_arguments",
     "vs_signature",
@@ -162,12 +164,17 @@ class Param:
 
 
 def vs_signature(params: Sequence[Param]) -> str:
-    """The argument string VapourSynth's ``registerFunction`` takes."""
+    """The argument string VapourSynth's ``registerFunction`` takes.
+
+    It ends in ``any``: VapourSynth then passes arguments of other names on instead of
+    rejecting them with its own message, and :func:`parse_arguments` names them and the
+    nearest parameter.
+    """
     parts = []
     for param in params:
         optional = "" if param.required else ":opt"
         parts.append(f"{param.name}:{_VS_TYPES[param.kind]}{optional};")
-    return "".join(parts)
+    return "".join(parts) + "any;"
 
 
 def parse_arguments(
@@ -203,8 +210,10 @@ def parse_arguments(
     ValueError, TypeError
         For a value out of range, of the wrong type, or a parameter that the chosen
         algorithm does not read. Messages read ``avdenoise.<function>: <param> must be ...``.
+        TypeError for an argument of another name.
     """
     by_name = {p.name: p for p in params}
+    check_names(function, params, args)
     values = {name: _scalar(by_name[name], raw) for name, raw in args.items()}
     if algorithm_key is not None:
         algorithm = values.get(algorithm_key, by_name[algorithm_key].default)
@@ -223,6 +232,23 @@ def parse_arguments(
             )
         result[param.name] = bool(value) if param.kind == "bool" else value
     return result
+
+
+def check_names(function: str, params: Sequence[Param], names: Iterable[str]) -> None:
+    """Raise TypeError naming every argument that is not a parameter, and its nearest one."""
+    known = [p.name for p in params]
+    unknown = [name for name in names if name not in known]
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, known, n=1)
+        parts.append(f"{name!r} (did you mean {near[0]!r}?)" if near else repr(name))
+    noun = "argument" if len(unknown) == 1 else "arguments"
+    message = f"avdenoise.{function}: unknown {noun} {', '.join(parts)}"
+    if len(parts) > sum("did you mean" in part for part in parts):
+        message += f"; {function} takes {', '.join(known)}"
+    raise TypeError(message)
 
 
 def _scalar(param: Param, raw: list[Any]) -> Any:

@@ -26,9 +26,28 @@ _YUV_GROUPS = {
 
 
 def plan_passes(
-    function: str, values: Mapping[str, Any], layout: FrameLayout, channels_given: bool
+    function: str,
+    values: Mapping[str, Any],
+    layout: FrameLayout,
+    written: str | None,
+    spelling: Mapping[str, str] | None = None,
 ) -> tuple[PlaneOptions, ...]:
     """The passes a call runs, in order.
+
+    Parameters
+    ----------
+    function : str
+        Function name, for messages.
+    values : mapping
+        Denoise's validated settings; ``channels`` in any case.
+    layout : FrameLayout
+        The clip's format and size.
+    written : str or None
+        ``channels`` as the script wrote it (NLMeans: its own value, such as 'YUV'), which
+        messages repeat; None when the script left it out.
+    spelling : mapping, optional
+        The function's own name of each Denoise ``channels`` value it has, for the hints in
+        messages; Denoise's names by default.
 
     Raises
     ------
@@ -36,11 +55,12 @@ def plan_passes(
         For a ``channels`` value the clip's colour family cannot take, or a luma_ / chroma_
         override that no pass would read.
     """
-    channels = values["channels"]
-    if layout.color_family is ColorFamily.RGB and not channels_given:
+    channels = values["channels"].lower()
+    if layout.color_family is ColorFamily.RGB and written is None:
         channels = "rgb"
-    groups = _channel_groups(function, channels, layout)
-    _check_overrides(function, values, groups, channels)
+    said = _Said(function, channels if written is None else written, spelling)
+    groups = _channel_groups(said, channels, layout)
+    _check_overrides(function, values, groups, said.written)
     if values["algorithm"] == "bm3d":
         _check_bm3d_size(function, layout, groups)
     return tuple(_pass(values, planes, distance) for planes, distance in groups)
@@ -52,22 +72,38 @@ def untouched_planes(layout: FrameLayout, passes: tuple[PlaneOptions, ...]) -> t
     return tuple(p for p in range(layout.num_planes) if p not in written)
 
 
+class _Said:
+    """How a call spelled ``channels``, for messages: as written, and the function's names."""
+
+    def __init__(self, function: str, written: str, spelling: Mapping[str, str] | None) -> None:
+        self.function, self.written, self.spelling = function, written, spelling
+
+    def names(self, *values: str) -> str:
+        """Denoise ``channels`` values in the function's spelling ('a' or 'b'), leaving out
+        those it has no name for."""
+        spelling = self.spelling or {value: value for value in values}
+        return " or ".join(repr(spelling[value]) for value in values if value in spelling)
+
+    def reject(self, needs: str) -> None:
+        raise ValueError(f"avdenoise.{self.function}: channels={self.written!r} needs {needs}")
+
+
 def _channel_groups(
-    function: str, channels: str, layout: FrameLayout
+    said: _Said, channels: str, layout: FrameLayout
 ) -> list[tuple[tuple[int, ...], Distance]]:
     family = layout.color_family
     if family is ColorFamily.RGB:
         if channels != "rgb":
-            _reject(function, channels, "a GRAY or YUV clip; RGB clips take channels='rgb'")
+            said.reject(f"a GRAY or YUV clip; RGB clips take channels={said.names('rgb')}")
         return [((0, 1, 2), Distance.RGB)]
     if channels == "rgb":
-        _reject(function, channels, "an RGB clip")
+        said.reject("an RGB clip")
     if family is ColorFamily.GRAY:
         if channels not in ("luma", "lumachroma"):
-            _reject(function, channels, "a YUV clip; GRAY clips take 'luma' or 'lumachroma'")
+            said.reject(f"a YUV clip; GRAY clips take {said.names('luma', 'lumachroma')}")
         return [_YUV_GROUPS["luma"]]
     if channels == "yuv" and (layout.subsampling_w or layout.subsampling_h):
-        _reject(function, channels, "a 4:4:4 clip (the joint distance compares co-sited planes)")
+        said.reject("a 4:4:4 clip (the joint distance compares co-sited planes)")
     if channels == "lumachroma":
         return [_YUV_GROUPS["luma"], _YUV_GROUPS["chroma"]]
     return [_YUV_GROUPS[channels]]
@@ -244,7 +280,3 @@ def _check_joint_format(function: str, layout: FrameLayout) -> None:
             f"avdenoise.{function}: chroma=True needs a YUV 4:4:4 clip (all planes are matched "
             f"on luma), got {family_name(layout)}"
         )
-
-
-def _reject(function: str, channels: str, needs: str) -> None:
-    raise ValueError(f"avdenoise.{function}: channels={channels!r} needs {needs}")

@@ -20,8 +20,30 @@ find_python() {
 if [ ! -x .venv/bin/python ]; then
     "$(find_python)" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q ".${1:-}"
+# What pip would build: the files of the package and its build set-up (not build outputs).
+source_hash() {
+    find avdenoise_vs setup.py pyproject.toml README.md -type f \
+        ! -path '*/__pycache__/*' ! -name '*.so' -print0 \
+        | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
+}
+# Each line of the stamp is "<source hash> <extra>", one per extra installed from that source;
+# any extra includes the plain install.
+stamp=.venv/.avdenoise-installed
+hash="$(source_hash)"
+extra="${1:-}"
+installed() {
+    [ -f "$stamp" ] || return 1
+    if [ -z "$extra" ]; then grep -q "^$hash " "$stamp"; else grep -qxF "$hash $extra" "$stamp"; fi
+}
+if installed; then
+    echo "avdenoise-vs${extra} is installed from this source already: pip skipped" \
+        "(delete $stamp to reinstall)" >&2
+else
+    grep -q "^$hash " "$stamp" 2>/dev/null || rm -f "$stamp"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q ".$extra"
+    echo "$hash $extra" >>"$stamp"
+fi
 # vspipe finds its Python through a config file written once per Python install.
 .venv/bin/vapoursynth config >/dev/null
 export PATH="$PWD/.venv/bin:$PATH"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import runpy
 import subprocess
 import sys
 import time
@@ -46,6 +47,21 @@ def render(vspipe: str, output: str, out_path: Path, length: int, device: str) -
     return time.perf_counter() - start, done.stderr.strip()
 
 
+def backend_of(length: int, device: str) -> str:
+    """The backend the sample script's denoiser runs on: its frames' AvdenoiseBackend property.
+
+    vspipe's y4m output carries no frame properties, so the script is evaluated here too, with
+    the same arguments, and its first frame asked.
+    """
+    import vapoursynth as vs
+
+    args = {"output": "denoised", "length": str(length), "device": device}
+    runpy.run_path(str(HERE / "sample.vpy"), init_globals=args)
+    frame = vs.get_output(0).clip.get_frame(0)
+    vs.clear_outputs()
+    return frame.props["AvdenoiseBackend"]
+
+
 def mean_psnr(frames: list, reference: list) -> float:
     from avdenoise_vs.sample import psnr
 
@@ -72,7 +88,9 @@ def main() -> None:
     after = mean_psnr(clips["denoised"], clips["clean"])
     fps = re.search(r"\(([\d.]+) fps\)", log)
     print(f"luma PSNR before {before:.2f} dB, after {after:.2f} dB (+{after - before:.2f} dB)")
-    print(f"denoise speed: {fps.group(1) if fps else '?'} fps (vspipe, device={args.device})")
+    backend = backend_of(args.length, args.device)
+    print(f"backend: {backend} (device={args.device})")
+    print(f"denoise speed: {fps.group(1) if fps else '?'} fps (vspipe, {backend})")
     if after <= before:
         sys.exit("denoising did not raise PSNR")
 

@@ -20,8 +20,11 @@ def make_clip(core, format_id, length=3, seed=0):
     [
         (vs.YUV420P8, dict(), dict(channels="luma")),
         (vs.YUV420P8, dict(channels="uv", h=5.0), dict(channels="chroma", strength=5.0)),
-        (vs.YUV444P16, dict(channels="YUV", d=0, a=3, s=1, wmode=2, wref=0.5),
-         dict(channels="yuv", radius=0, search_radius=3, patch_radius=1, wmode=2, wref=0.5)),
+        (
+            vs.YUV444P16,
+            dict(channels="YUV", d=0, a=3, s=1, wmode=2, wref=0.5),
+            dict(channels="yuv", radius=0, search_radius=3, patch_radius=1, wmode=2, wref=0.5),
+        ),
         (vs.RGBS, dict(h=8.0), dict(strength=8.0)),
         (vs.GRAY8, dict(channels="Y", d=2), dict(radius=2)),
     ],
@@ -59,7 +62,7 @@ def test_rclip_is_the_guide(core):
         (dict(a=0), r"a must be an integer from 1 to 16, got 0"),
         (dict(h=0.0), r"h must be a number from 1e-6 to 1e6, got 0.0"),
         (dict(channels="Q"), r"channels must be one of 'AUTO', 'Y', 'UV', 'YUV', 'RGB'"),
-        (dict(channels="YUV"), r"channels='yuv' needs a 4:4:4 clip"),
+        (dict(channels="YUV"), r"channels='YUV' needs a 4:4:4 clip"),
         (dict(num_streams=0), r"num_streams must be an integer from 1 to 64, got 0"),
         (dict(rclip="gray"), r"rclip must have the same format"),
     ],

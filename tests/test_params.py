@@ -5,11 +5,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from avdenoise_vs._bridge import plugin_functions
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
 from avdenoise_vs._paramspec import Param, Range, markdown_table, parse_arguments
+from avdenoise_vs.sample import noisy_sample, psnr
+
+from .vsclips import frame_planes
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -73,3 +77,23 @@ def test_every_parameter_is_documented():
     for param in DENOISE_PARAMS:
         assert len(param.doc) > 20, param.name
         assert param.required or param.default is not None or param.kind in ("clip", "float")
+
+
+def test_defaults_visibly_denoise_typical_noise(core):
+    """Denoise's defaults remove sigma-8 noise; NLMeans keeps KNLMeansCL's h=1.2, which does not.
+
+    The strength default comes from scripts/strength_table.py (README, 'Strength').
+    """
+    clean, noisy = noisy_sample(core, length=3, sigma=8.0)
+    clean, noisy = (core.std.Crop(c, right=240, bottom=160) for c in (clean, noisy))
+    want, before = (frame_planes(c.get_frame(1)) for c in (clean, noisy))
+    out = frame_planes(core.avdenoise.Denoise(noisy, device="cpu").get_frame(1))
+    for plane in range(3):
+        assert not np.array_equal(out[plane], before[plane])
+    gain = psnr(out[0], want[0], 255) - psnr(before[0], want[0], 255)
+    assert gain > 3.0, gain
+    assert next(p for p in NLMEANS_PARAMS if p.name == "h").default == 1.2
+    # Why Denoise does not default to 1.2: sigma-8 noise stays almost untouched.
+    knlm = np.asarray(core.avdenoise.NLMeans(noisy).get_frame(1)[0])
+    assert np.mean(knlm == before[0]) > 0.99
+    assert psnr(knlm, want[0], 255) - psnr(before[0], want[0], 255) < 0.1

@@ -10,6 +10,8 @@
  *                                  the first one is the clip the output copies format from
  *   plan.radius: int               temporal radius of the window
  *   plan.copy_planes: tuple[int]   planes passed through from the centre frame, by reference
+ *   plan.props: dict[str, int | float | str]  constant properties set on every output frame,
+ *                                  over those copied from the centre frame
  *   plan.process(n, frame_numbers, windows, dst) -> None or a host step (below)
  *       windows[i][t][plane] = (address, stride, memoryview) of input i, window position t,
  *       or windows[i][t] = None where the bridge already copied that frame (staging below);
@@ -75,6 +77,7 @@ typedef struct {
     int num_inputs;
     int radius;
     int copy_plane[3];
+    VSMap *props; /* plan.props, or NULL when it is empty */
     VSVideoInfo vi;
 } FilterData;
 
@@ -112,7 +115,9 @@ static PyObject *video_info_dict(const VSVideoInfo *vi) {
         "fps_num", (long long)vi->fpsNum, "fps_den", (long long)vi->fpsDen);
 }
 
-/* One argument as a list of Python values; clips become dicts of their video info. */
+/* One argument as a list of Python values; clips become dicts of their video info. Values of
+ * other types (frames, functions, audio) can only reach an argument the signature does not
+ * declare (its trailing `any`): they arrive as None, and Python reports the argument's name. */
 static PyObject *argument_values(const VSMap *in, const char *key, const VSAPI *vsapi) {
     int count = vsapi->mapNumElements(in, key);
     int type = vsapi->mapGetType(in, key);
@@ -131,7 +136,7 @@ static PyObject *argument_values(const VSMap *in, const char *key, const VSAPI *
             item = video_info_dict(vsapi->getVideoInfo(node));
             vsapi->freeNode(node);
         } else {
-            PyErr_Format(PyExc_TypeError, "%s: unsupported argument type", key);
+            item = Py_BuildValue("");
         }
         if (!item || PyList_Append(list, item) < 0) Py_CLEAR(list);
         Py_XDECREF(item);
@@ -367,6 +372,7 @@ static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, 
         if (d->copy_plane[p]) plane_src[p] = centre;
     VSFrame *dst = vsapi->newVideoFrame2(&d->vi.format, d->vi.width, d->vi.height, plane_src,
                                          planes, centre, core);
+    if (d->props) vsapi->copyMap(d->props, vsapi->getFramePropertiesRW(dst));
 
     char error[1024];
     int staged[MAX_INPUTS] = {0};
@@ -388,6 +394,7 @@ static void VS_CC filter_free(void *instance, VSCore *core, const VSAPI *vsapi) 
     (void)core;
     FilterData *d = (FilterData *)instance;
     for (int i = 0; i < d->num_inputs; i++) vsapi->freeNode(d->nodes[i]);
+    if (d->props) vsapi->freeMap(d->props);
     /* A core torn down after the interpreter has finalised must not touch Python. */
     if (d->plan && Py_IsInitialized()) {
         PyGILState_STATE gil = PyGILState_Ensure();
@@ -395,6 +402,34 @@ static void VS_CC filter_free(void *instance, VSCore *core, const VSAPI *vsapi) 
         PyGILState_Release(gil);
     }
     free(d);
+}
+
+/* Reads plan.props (a dict of ints, floats and strings) into d->props; 0, or -1 with an error. */
+static int read_props(FilterData *d, PyObject *props, const VSAPI *vsapi) {
+    Py_ssize_t position = 0;
+    PyObject *key, *value;
+    if (!PyDict_Check(props)) {
+        PyErr_SetString(PyExc_TypeError, "bridge: plan.props must be a dict");
+        return -1;
+    }
+    while (PyDict_Next(props, &position, &key, &value)) {
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, NULL) : NULL;
+        if (!d->props) d->props = vsapi->createMap();
+        if (name && PyLong_Check(value)) {
+            long long number = PyLong_AsLongLong(value);
+            if (!PyErr_Occurred()) vsapi->mapSetInt(d->props, name, number, maReplace);
+        } else if (name && PyFloat_Check(value)) {
+            vsapi->mapSetFloat(d->props, name, PyFloat_AsDouble(value), maReplace);
+        } else if (name && PyUnicode_Check(value)) {
+            Py_ssize_t size = 0;
+            const char *text = PyUnicode_AsUTF8AndSize(value, &size);
+            if (text) vsapi->mapSetData(d->props, name, text, (int)size, dtUtf8, maReplace);
+        } else if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "bridge: plan.props must map strings to ints, floats or strings");
+        }
+        if (PyErr_Occurred()) return -1;
+    }
+    return 0;
 }
 
 /* Reads the plan's attributes into `d`; returns 0 on success with a Python error set otherwise. */
@@ -428,6 +463,9 @@ static int read_plan(FilterData *d, const VSMap *in, const VSAPI *vsapi) {
         Py_XDECREF(item);
     }
     if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bridge: bad copy_planes");
+    PyObject *props = ok ? PyObject_GetAttrString(d->plan, "props") : NULL;
+    ok = ok && props && read_props(d, props, vsapi) == 0;
+    Py_XDECREF(props);
     Py_XDECREF(inputs);
     Py_XDECREF(radius);
     Py_XDECREF(copies);
@@ -462,7 +500,8 @@ static void VS_CC filter_create(const VSMap *in, VSMap *out, void *user_data, VS
 }
 
 VS_EXTERNAL_API(void) VapourSynthPluginInit2(VSPlugin *plugin, const VSPLUGINAPI *vspapi) {
-    vspapi->configPlugin("com.avdenoise.vs", "avdenoise", "GPU video denoisers (NLM, BM3D)",
+    vspapi->configPlugin("com.avdenoise.vs", "avdenoise",
+                         "GPU video denoisers (NLM, BM3D); docs: help(avdenoise_vs.denoise)",
                          VS_MAKE_VERSION(1, 0), VS_MAKE_VERSION(VAPOURSYNTH_API_MAJOR, 0), 0,
                          plugin);
     /* A host without Python (a pure C program) gets an empty namespace rather than a crash. */
