@@ -110,7 +110,7 @@ def test_positional_arguments_follow_the_registered_order(core):
     [
         (dict(radius=1.5), r"radius must be an integer from 0 to 8, got 1\.5"),
         (dict(radius=True), r"radius must be an integer from 0 to 8, got True"),
-        (dict(strength="strong"), r"strength must be a number > 0, got 'strong'"),
+        (dict(strength="strong"), r"strength must be a number from 1e-6 to 1e6, got 'strong'"),
         (dict(channels=3), r"channels must be one of 'luma', .*got 3"),
         (dict(ref="clip"), r"ref must be a clip, got 'clip'"),
         (

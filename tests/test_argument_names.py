@@ -130,10 +130,10 @@ def test_channel_messages_repeat_what_was_written(core, format_id, function, wri
         (dict(d=9), r"d must be an integer from 0 to 8, got 9"),
         (dict(a=17), r"a must be an integer from 1 to 16, got 17"),
         (dict(s=-1), r"s must be an integer from 0 to 8, got -1"),
-        (dict(h=-3.0), r"h must be a number > 0, got -3.0"),
+        (dict(h=-3.0), r"h must be a number from 1e-6 to 1e6, got -3.0"),
         (dict(device_id=64), r"device_id must be an integer from 0 to 63, got 64"),
         (dict(channels="YUV"), r"channels='YUV' needs a 4:4:4 clip"),
-        (dict(wref=-1.0), r"wref must be a number >= 0, got -1.0"),
+        (dict(wref=-1.0), r"wref must be a number from 0 to 1e6, got -1.0"),
     ],
 )
 def test_nlmeans_messages_use_knlmeanscl_names(core, kwargs, message):
