@@ -14,7 +14,7 @@ the jobs run in, so the output is the same whichever threads make which jobs. On
 costs, in steady state, one job per stage: BM3DCUDA's ``VAggregate`` does the same sums on the
 CPU over a stacked clip. Keeping sums per output frame rather than per filtered frame (the
 first design: float sums of 2r + 1 frames for each) took the process from 5.3 GB of GPU
-memory to 2.2 GB at radius 1 on 1080p 4:4:4 (docs/BENCHMARKS.md, session 4).
+memory to 2.2 GB at radius 1 on 1080p 4:4:4 (H200, 2026-11-30).
 
 A frame first *claims*, under one lock, everything it needs that nobody has claimed: fresh
 accumulators (zeroed by their claimer), the jobs its output accumulator lacks, with two stages
@@ -63,9 +63,9 @@ _DEFAULT_SHARED_LIMIT = 48 * 1024
 #: Workspaces per pass, which is also how many frames of the pass the backend's gate lets onto
 #: the GPU at once. Spatial frames are light and several keep the GPU busy. A V-BM3D workspace
 #: holds the float planes of the 2r + 1 frames a job reads (75 MB at 1080p 4:4:4, r = 1). At
-#: r = 1 on YUV444 (H200, 16 threads, vspipe), session 3's design ran two stages at 96 / 146 /
-#: 146 fps with 2 / 3 / 4; this one, with 3: one stage 430 fps, two stages 170
-#: (docs/BENCHMARKS.md).
+#: r = 1 on YUV444 (H200, 16 threads, vspipe, 2026-11-30), two stages ran at 96 / 146 / 146
+#: fps with 2 / 3 / 4 workspaces in an earlier design of the sums; this one, with 3: one stage
+#: 430 fps, two stages 170.
 DEFAULT_WORKSPACES = (4, 3)  # (spatial, temporal)
 #: Largest plane side: block keys pack positions into 13 bits (bm3d.cuh, ``bm_key``).
 MAX_PLANE_SIDE = (1 << 13) + 7

@@ -29,7 +29,7 @@ __all__ = ["OPP", "OPP_INVERSE", "OPP_NOISE", "NumpyBackend", "bm3d_sigmas"]
 #: take. Its luminance, the mean of R, G and B, is what blocks are matched on: against the
 #: orthonormal version of the matrix (rows scaled to unit length, one sigma for all channels)
 #: it scored 0.03-0.11 dB more at sigma 25-50 on scikit-image's colour pictures
-#: (docs/BM3D_QUALITY.md, session 3).
+#: (docs/BM3D_QUALITY.md).
 #:
 #: .. [1] K. Dabov, A. Foi, V. Katkovnik and K. Egiazarian, "Color image denoising via sparse
 #:    3D collaborative filtering with grouping constraint in luminance-chrominance space,"
