@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -19,3 +21,13 @@ def core():
     if not any(p.namespace == "avdenoise" for p in core.plugins()):
         pytest.fail("the avdenoise plugin is not registered: install the package (pip install .)")
     return core
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cold cache directory, with the queue's switches in their default state."""
+    for name in ("CUPY_CACHE_IN_MEMORY", "AVDENOISE_WARMUP", "AVDENOISE_WARMUP_REPORT"):
+        monkeypatch.delenv(name, raising=False)
+    directory = tmp_path / "kernel_cache"
+    directory.mkdir()
+    return directory

@@ -79,16 +79,6 @@ def _paths(cache: Path, key: int) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A cold cache directory, with the queue's switches in their default state."""
-    for name in ("CUPY_CACHE_IN_MEMORY", "AVDENOISE_WARMUP", "AVDENOISE_WARMUP_REPORT"):
-        monkeypatch.delenv(name, raising=False)
-    directory = tmp_path / "kernel_cache"
-    directory.mkdir()
-    return directory
-
-
-@pytest.fixture
 def spawn() -> multiprocessing.context.SpawnContext:
     """The "spawn" start method: children share nothing with the test process but files."""
     return multiprocessing.get_context("spawn")

@@ -34,16 +34,6 @@ RESULT_S = 15.0
 KEY = kernel_key(["a stand-in spec"], environment="cupy=14.2.0;nvrtc=13.0;sm=90")
 
 
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A cold cache directory, with the queue's switches in their default state."""
-    for name in ("CUPY_CACHE_IN_MEMORY", "AVDENOISE_WARMUP", "AVDENOISE_WARMUP_REPORT"):
-        monkeypatch.delenv(name, raising=False)
-    directory = tmp_path / "kernel_cache"
-    directory.mkdir()
-    return directory
-
-
 @contextlib.contextmanager
 def umask(mask: int) -> Iterator[None]:
     """Run the block under `mask`, then restore the process's umask."""
