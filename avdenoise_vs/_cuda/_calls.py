@@ -26,6 +26,7 @@ import logging
 import numpy as np
 
 from .._environment import switch
+from .._errors import CudaError
 
 __all__ = ["KernelArgs", "cuda_calls", "set_sync_mode"]
 
@@ -124,7 +125,7 @@ class HeldCalls:
         name = ctypes.c_char_p()
         self._error_name(status, ctypes.byref(name))
         text = name.value.decode() if name.value else f"error {status}"
-        raise RuntimeError(f"avdenoise: {call} failed: {text}")
+        raise CudaError(f"avdenoise: {call} failed: {text}", call, status)
 
 
 class ReleasedCalls:

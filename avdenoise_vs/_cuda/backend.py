@@ -1,7 +1,7 @@
 """The CUDA backend: the bridge's frame protocol on the GPU through CuPy.
 
 Importing this module never imports CuPy; :class:`CudaBackend` does, and raises
-:class:`~avdenoise_vs._backends.BackendUnavailable` when CuPy or a device is missing.
+:class:`~avdenoise_vs._errors.BackendUnavailable` when CuPy or a device is missing.
 
 Per frame the bridge calls :meth:`CudaBackend.process` from one of VapourSynth's threads, with
 the GIL serialising them, so the GIL-held time per frame bounds the frame rate. A frame
@@ -60,8 +60,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._backends import BackendUnavailable
 from .._environment import default, switch
+from .._errors import BackendUnavailable
 from .._log import thread_debug
 from .._options import FrameLayout, PlaneOptions
 from ._cache import FrameCache, wait_for
