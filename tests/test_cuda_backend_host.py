@@ -278,7 +278,7 @@ class _Bridge:
 @pytest.fixture(params=["python", "bridge"])
 def caller(request, monkeypatch):
     """Who finishes frames: Python (``process``) or the bridge (``bridge_process``)."""
-    monkeypatch.setenv("AVDENOISE_HOST_COPIES", request.param)
+    monkeypatch.setenv("AVDENOISE_DEBUG", f"host_copies={request.param}")
     return _Bridge() if request.param == "bridge" else None
 
 
@@ -389,7 +389,7 @@ def test_failed_upload_fails_the_frame_and_the_next_call_uploads_again(fake_cuda
 def test_bridge_stages_one_frame_windows_and_finishes_them(fake_cuda, name, monkeypatch):
     """Radius 0, staged: after a thread's first frame the bridge copies each frame into the
     staging buffer before the call, Python copies nothing, and the bridge waits and copies out."""
-    monkeypatch.setenv("AVDENOISE_HOST_COPIES", "bridge")
+    monkeypatch.setenv("AVDENOISE_DEBUG", "host_copies=bridge")
     runtime, calls = fake_cuda
     bridge = _Bridge()
     backend, layout, written = _backend(name, "staged", radius=0)
@@ -414,7 +414,7 @@ def test_bridge_stages_one_frame_windows_and_finishes_them(fake_cuda, name, monk
 def test_bridge_threads_evict_and_reuse_slots(fake_cuda, monkeypatch):
     """Slots of frames the bridge finishes are released by the thread's next frame: with a
     cache smaller than the frames in flight, every frame still gets its own samples."""
-    monkeypatch.setenv("AVDENOISE_HOST_COPIES", "bridge")
+    monkeypatch.setenv("AVDENOISE_DEBUG", "host_copies=bridge")
     bridge = _Bridge()
     backend, layout, written = _backend("GRAY8", "staged", radius=0, cache_slots=2)
     frames = _frames(layout)
@@ -426,7 +426,7 @@ def test_bridge_threads_evict_and_reuse_slots(fake_cuda, monkeypatch):
 
 
 def test_failed_bridge_wait_fails_the_frame_and_the_next_one_synchronizes(fake_cuda, monkeypatch):
-    monkeypatch.setenv("AVDENOISE_HOST_COPIES", "bridge")
+    monkeypatch.setenv("AVDENOISE_DEBUG", "host_copies=bridge")
     runtime, calls = fake_cuda
     bridge = _Bridge()
     backend, layout, written = _backend("GRAY8", "staged", radius=0)

@@ -60,7 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._environment import default, switch
+from .._environment import debug_switch, default, switch
 from .._errors import BackendUnavailable
 from .._log import thread_debug
 from .._options import FrameLayout, PlaneOptions
@@ -162,7 +162,7 @@ class CudaBackend:
         How frames cross the bus: through per-thread page-locked buffers, straight from and
         to the frames' pageable memory, or staged in one direction only (for benchmarks).
         "auto" stages frames of 3 MiB or more, and those of one-frame windows (see the module
-        notes), unless the environment variable ``AVDENOISE_TRANSFER`` names one of the others.
+        notes), unless ``AVDENOISE_DEBUG``'s ``transfer`` key names one of the others.
 
     Raises
     ------
@@ -183,7 +183,7 @@ class CudaBackend:
         transfer: str = "auto",
     ) -> None:
         if transfer == "auto":  # the environment may force one way, for benchmarks
-            transfer = switch("AVDENOISE_TRANSFER")
+            transfer = debug_switch("transfer")
         if transfer not in _TRANSFERS:
             raise ValueError(f"transfer must be one of {_TRANSFERS}, got {transfer!r}")
         # One hardware queue unless the user chose: contexts then start faster when an Av1an
@@ -245,7 +245,7 @@ class CudaBackend:
         # where the driver's wait can be handed to it (see _new_host_step).
         self._bridge_copies = (
             self._stage_down
-            and switch("AVDENOISE_HOST_COPIES") == "bridge"
+            and debug_switch("host_copies") == "bridge"
             and self._calls.synchronize_address is not None
         )
         offsets = {p: g[0] for p, g in self._geometry.items()}
