@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from avdenoise_vs import _environment, _warmup_report, warmup
-from avdenoise_vs._cuda import backend, bm3d
+from avdenoise_vs._cuda import _transfer, bm3d
 from avdenoise_vs._environment import (
     DEBUG_KEYS,
     VARIABLES,
@@ -117,7 +117,7 @@ def test_only_variables_and_keys_of_the_tables_are_read() -> None:
 def test_table_agrees_with_the_code() -> None:
     assert {warmup._SWITCH_ENV, _warmup_report.REPORT_ENV, _environment.DEBUG} <= NAMES
     transfer = next(k for k in DEBUG_KEYS if k.key == "transfer")
-    assert sorted(transfer.choices) == sorted(backend._TRANSFERS)
+    assert sorted(transfer.choices) == sorted(_transfer.TRANSFERS)
     workspaces = next(k for k in DEBUG_KEYS if k.key == "bm3d_workspaces")
     spatial, temporal = bm3d.DEFAULT_WORKSPACES
     assert workspaces.default == f"{spatial} spatial, {temporal} V-BM3D"
