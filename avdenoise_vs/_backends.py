@@ -21,10 +21,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ._errors import BackendUnavailable
 from ._log import vs_warning
 from ._options import FrameLayout, PlaneOptions
 
-__all__ = ["BackendUnavailable", "select_backend"]
+__all__ = ["select_backend"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +37,6 @@ _RETRY = "its first frame compiles the kernels again"
 _CUDA_EXTRAS = "pip install 'avdenoise-vs[cuda13]' (CUDA 13 drivers) or '[cuda12]'"
 #: Whether this process has already said that device='auto' fell back to the CPU.
 _fallback_told = False
-
-
-class BackendUnavailable(Exception):
-    """A backend cannot run here; the message says why."""
 
 
 def select_backend(

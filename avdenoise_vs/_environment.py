@@ -1,18 +1,36 @@
 """The environment variables the package reads: one table, the one source of truth.
 
-The README's list is generated from :data:`VARIABLES` (``scripts/gen_readme.py``), and the
-code reads the benchmark switches through :func:`switch` and :func:`positive_int`, which check
-the value against the table. A bad value is an error that names the variable, the value and
-what is allowed, raised when a filter is created. The warm-up queue reads its own two
-variables leniently (``warmup.py``), because nothing about the queue may fail a render.
+The README's lists are generated from :data:`VARIABLES` and :data:`DEBUG_KEYS`
+(``scripts/gen_readme.py``). The code reads switches through :func:`switch`, and the
+comparison switches, all in the one variable ``AVDENOISE_DEBUG``, through
+:func:`debug_switch` and :func:`positive_int`; each checks the value against its table. A bad
+value is an error that names the variable, the item or value and what is allowed, raised when
+a filter is created. The warm-up queue reads its own two variables leniently (``warmup.py``),
+because nothing about the queue may fail a render.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
-__all__ = ["VARIABLES", "Variable", "default", "markdown_table", "positive_int", "switch"]
+__all__ = [
+    "DEBUG",
+    "DEBUG_KEYS",
+    "VARIABLES",
+    "DebugKey",
+    "Variable",
+    "debug_switch",
+    "debug_table",
+    "default",
+    "markdown_table",
+    "positive_int",
+    "switch",
+]
+
+#: The variable that holds the comparison switches, as ``key=value`` items.
+DEBUG = "AVDENOISE_DEBUG"
 
 
 @dataclass(frozen=True)
@@ -24,6 +42,37 @@ class Variable:
     default: str
     doc: str
     choices: tuple[str, ...] = ()  # the allowed values of a switch, lower case
+
+
+@dataclass(frozen=True)
+class DebugKey:
+    """One key of ``AVDENOISE_DEBUG``: a switch (``choices``) or, without choices, a
+    positive integer."""
+
+    key: str
+    values: str  # as the README shows them
+    default: str
+    doc: str
+    choices: tuple[str, ...] = ()  # lower case; empty: a positive integer
+
+    def parse(self, value: str, item: str) -> str | int:
+        """The value of `item` (``key=value``) for this key.
+
+        Raises
+        ------
+        ValueError
+            When `value` is not one of the choices, or not a positive integer.
+        """
+        where = f"the environment variable {DEBUG}: {self.key}"
+        if self.choices:
+            value = value.lower()
+            if value not in self.choices:
+                allowed = ", ".join(repr(choice) for choice in self.choices)
+                raise ValueError(f"{where} must be one of {allowed}, got {value!r} in {item!r}")
+            return value
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"{where} must be a positive integer, got {value!r} in {item!r}")
+        return int(value)
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -64,49 +113,60 @@ VARIABLES: tuple[Variable, ...] = (
         choices=("auto", "spin", "yield", "block"),
     ),
     Variable(
-        "AVDENOISE_CUDA_CALLS",
-        "`held` / `released`",
-        "held",
-        "Kernel launches and event calls keep the GIL (`held`) or release it as CuPy's "
-        "calls do; for comparisons.",
-        choices=("held", "released"),
+        DEBUG,
+        "`key=value,...`",
+        "unset",
+        "Switches for comparison benchmarks, never needed to render: comma-separated "
+        "`key=value` items, the keys in the table below (`transfer=direct,host_copies=python`). "
+        "A bad key or value is an error when a CUDA filter is created.",
     ),
-    Variable(
-        "AVDENOISE_TRANSFER",
+)
+
+#: The keys of ``AVDENOISE_DEBUG``: what each comparison benchmark switches.
+DEBUG_KEYS: tuple[DebugKey, ...] = (
+    DebugKey(
+        "transfer",
         "`auto` / `direct` / `staged` / `staged-upload` / `staged-download`",
         "auto",
         "How frames cross the bus: straight from and to VapourSynth's memory, or through "
-        "page-locked buffers (`auto`: staged from 3 MiB a frame, and for one-frame windows); "
-        "for comparisons.",
+        "page-locked buffers (`auto`: staged from 3 MiB a frame, and for one-frame windows), "
+        "or staged one way only.",
         choices=("auto", "direct", "staged", "staged-upload", "staged-download"),
     ),
-    Variable(
-        "AVDENOISE_HOST_COPIES",
+    DebugKey(
+        "host_copies",
         "`bridge` / `python`",
         "bridge",
         "Staged frames: the native bridge copies them between VapourSynth's frames and the "
         "page-locked buffers, and waits for the GPU, without the GIL, so that a frame takes "
-        "the GIL once (`bridge`); or Python does (`python`); for comparisons.",
+        "the GIL once (`bridge`); or Python does (`python`).",
         choices=("bridge", "python"),
     ),
-    Variable(
-        "AVDENOISE_BM3D_WORKSPACES",
+    DebugKey(
+        "cuda_calls",
+        "`held` / `released`",
+        "held",
+        "Kernel launches and event calls keep the GIL (`held`) or release it as CuPy's calls do.",
+        choices=("held", "released"),
+    ),
+    DebugKey(
+        "bm3d_workspaces",
         "a positive integer",
         "4 spatial, 3 V-BM3D",
         "Frames of a BM3D pass on the GPU at once, each with its own work buffers (V-BM3D: "
-        "2r + 1 frames of float planes); for comparisons.",
+        "2r + 1 frames of float planes).",
     ),
-    Variable(
-        "AVDENOISE_BM3D_CACHE",
+    DebugKey(
+        "bm3d_cache",
         "a positive integer",
         "2r + 5 per stage",
         "V-BM3D: accumulators kept on the GPU, one per frame and stage, each 2 planes of "
-        "int64 per channel (most of V-BM3D's memory); fewer may filter a frame twice; for "
-        "comparisons.",
+        "int64 per channel (most of V-BM3D's memory); fewer may filter a frame twice.",
     ),
 )
 
 _BY_NAME = {variable.name: variable for variable in VARIABLES}
+_BY_KEY = {key.key: key for key in DEBUG_KEYS}
 
 
 def default(name: str) -> str:
@@ -132,28 +192,80 @@ def switch(name: str) -> str:
     return value
 
 
-def positive_int(name: str) -> int | None:
-    """The positive integer in variable `name`, or None when unset or empty.
+def debug_switch(key: str) -> str:
+    """The value of switch `key` in ``AVDENOISE_DEBUG`` (lower case), or its default.
 
     Raises
     ------
     ValueError
-        When the value is not a positive integer.
+        When ``AVDENOISE_DEBUG`` is malformed (see :func:`_debug_items`).
     """
-    if name not in _BY_NAME:
-        raise KeyError(name)  # only variables of the table are read
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(
-            f"the environment variable {name} must be a positive integer, got {text!r}"
-        )
-    return int(text)
+    setting = _BY_KEY[key]  # KeyError: only keys of the table are read
+    if not setting.choices:
+        raise TypeError(f"{key} takes a positive integer, not one of a switch's choices")
+    return _debug_items(os.environ.get(DEBUG, "")).get(key, setting.default)
+
+
+def positive_int(key: str) -> int | None:
+    """The positive integer given for `key` in ``AVDENOISE_DEBUG``, or None when not given.
+
+    Raises
+    ------
+    ValueError
+        When ``AVDENOISE_DEBUG`` is malformed (see :func:`_debug_items`).
+    """
+    if _BY_KEY[key].choices:  # KeyError: only keys of the table are read
+        raise TypeError(f"{key} is a switch, not a positive integer")
+    return _debug_items(os.environ.get(DEBUG, "")).get(key)
+
+
+@functools.lru_cache(maxsize=8)
+def _debug_items(text: str) -> dict[str, str | int]:
+    """The items of ``AVDENOISE_DEBUG``'s value `text`, every one checked, by key.
+
+    An empty value (``key=``) leaves the key's default. Parsed once per distinct value:
+    backends read several keys, and tests change the variable.
+
+    Raises
+    ------
+    ValueError
+        For an item that is not ``key=value``, a key not in :data:`DEBUG_KEYS`, a key given
+        twice, or a value its key does not take; the message names the variable, the item
+        and what is allowed.
+    """
+    items: dict[str, str | int] = {}
+    seen = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not item:  # "a=1,,b=2" and a trailing comma are harmless
+            continue
+        key, equals, value = item.partition("=")
+        key = key.strip().lower()
+        setting = _BY_KEY.get(key)
+        if not equals or setting is None:
+            known = ", ".join(repr(k) for k in _BY_KEY)
+            raise ValueError(
+                f"the environment variable {DEBUG} takes key=value items with a key of {known}, "
+                f"got {item!r}"
+            )
+        if key in seen:
+            raise ValueError(f"the environment variable {DEBUG} gives {key} twice, in {text!r}")
+        seen.add(key)
+        value = value.strip()
+        if value:  # "key=" leaves the default, as an unset variable would
+            items[key] = setting.parse(value, item)
+    return items
 
 
 def markdown_table() -> str:
     """The README's table of the variables."""
     lines = ["| variable | values | default | effect |", "|---|---|---|---|"]
     lines += [f"| `{v.name}` | {v.values} | {v.default} | {v.doc} |" for v in VARIABLES]
+    return "\n".join(lines)
+
+
+def debug_table() -> str:
+    """The README's table of the keys of ``AVDENOISE_DEBUG``."""
+    lines = ["| key | values | default | effect |", "|---|---|---|---|"]
+    lines += [f"| `{k.key}` | {k.values} | {k.default} | {k.doc} |" for k in DEBUG_KEYS]
     return "\n".join(lines)

@@ -3,9 +3,10 @@
 #   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache] [ab]
 #                              [benchfleet]
 # (default: the first five; floor measures a fleet's start-up without the filter, bm3dcache
-# V-BM3D's memory and speed against AVDENOISE_BM3D_CACHE, BM3D_CACHE_SIZES; ab the A/B runs
-# behind the targets still open: NLM transfers at Y d0, spatial BM3D workspaces, each against
-# the rival in the same call, AB_SECONDS and AB_REPEAT)
+# V-BM3D's memory and speed against AVDENOISE_DEBUG's bm3d_cache, BM3D_CACHE_SIZES; ab the A/B
+# runs behind the targets still open: NLM transfers at Y d0, spatial BM3D workspaces, each
+# against the rival in the same call, AB_SECONDS and AB_REPEAT; both add their key to any
+# AVDENOISE_DEBUG already set)
 # bench: NLM speed (BENCH_CASES, BENCH_PLUGINS); bm3d: BM3D speed (BENCH_BM3D_CASES,
 # BENCH_BM3D_PLUGINS); both BENCH_SECONDS and BENCH_REPEAT (vspipe runs a cell, median).
 # Case names of bm3d contain commas (see its --help).
@@ -22,6 +23,8 @@
 # .device/device_setup.sh (a copy of ../shared/bench/device_setup.sh), carried with the call.
 # Logs and tables go to $OUT (or out/ when OUT is unset).
 set -uo pipefail
+# Each comparison run adds its key=value to the caller's AVDENOISE_DEBUG, if any.
+debug() { echo "${AVDENOISE_DEBUG:+$AVDENOISE_DEBUG,}$1"; }
 export PYTHONUNBUFFERED=1
 out=${OUT:-out}; mkdir -p "$out"
 steps=${*:-tests bench bm3d quality fleet}
@@ -57,8 +60,8 @@ if has bm3dcache; then
     # V-BM3D memory against cache size: fps, MiB and entries made per output frame (1.00 when
     # nothing is filtered twice), backend alone (scripts/gpu_bm3d_check.py).
     for kept in ${BM3D_CACHE_SIZES:-19 12 9 7}; do
-        echo "## AVDENOISE_BM3D_CACHE=$kept"
-        AVDENOISE_BM3D_CACHE=$kept python3 scripts/gpu_bm3d_check.py --frames 200 \
+        echo "## AVDENOISE_DEBUG=bm3d_cache=$kept"
+        AVDENOISE_DEBUG=$(debug bm3d_cache=$kept) python3 scripts/gpu_bm3d_check.py --frames 200 \
             --only "r1 yuv444,r1 yuv444 2 stages" --json "$out/bm3dcache-$kept.json"
     done 2>&1 | tee "$out/bm3dcache.log" | grep -E "^##|fps16"
 fi
@@ -66,15 +69,15 @@ if has ab; then
     {
         ab=(--seconds "${AB_SECONDS:-2}" --repeat "${AB_REPEAT:-3}")
         for transfer in direct staged; do
-            echo "## AVDENOISE_TRANSFER=$transfer"
-            AVDENOISE_TRANSFER=$transfer python3 scripts/bench_nlm.py "${ab[@]}" --plugins avdenoise \
+            echo "## AVDENOISE_DEBUG=transfer=$transfer"
+            AVDENOISE_DEBUG=$(debug transfer=$transfer) python3 scripts/bench_nlm.py "${ab[@]}" --plugins avdenoise \
                 --cases "Y d0 a2 s4,Y d1 a2 s4,Y d1 a2 s4 16-bit,Y d1 a2 s4 4K"
         done
         echo "## rival"
         python3 scripts/bench_nlm.py "${ab[@]}" --plugins vszipcu --cases "Y d0 a2 s4"
         for workspaces in 4 6 8; do
-            echo "## AVDENOISE_BM3D_WORKSPACES=$workspaces"
-            AVDENOISE_BM3D_WORKSPACES=$workspaces python3 scripts/bench_bm3d.py "${ab[@]}" \
+            echo "## AVDENOISE_DEBUG=bm3d_workspaces=$workspaces"
+            AVDENOISE_DEBUG=$(debug bm3d_workspaces=$workspaces) python3 scripts/bench_bm3d.py "${ab[@]}" \
                 --plugins avdenoise --cases "radius 0, luma,radius 0, YUV444"
         done
         echo "## rival"

@@ -1,7 +1,7 @@
 """Regenerate the parameter and environment tables in README.md from the tables in the code.
 
-    python scripts/gen_readme.py          # rewrite README.md in place
-    python scripts/gen_readme.py --check  # exit 1 if README.md is out of date
+python scripts/gen_readme.py          # rewrite README.md in place
+python scripts/gen_readme.py --check  # exit 1 if README.md is out of date
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from avdenoise_vs._environment import debug_table  # noqa: E402
 from avdenoise_vs._environment import markdown_table as environment_table  # noqa: E402
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS  # noqa: E402
 from avdenoise_vs._paramspec import markdown_table  # noqa: E402
@@ -27,6 +28,7 @@ TABLES = {
 def render(text: str) -> str:
     tables = {name: markdown_table(params) for name, params in TABLES.items()}
     tables["environment"] = environment_table()
+    tables["debug"] = debug_table()
     for name, table in tables.items():
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         head, _, rest = text.partition(begin)

@@ -106,7 +106,7 @@ def time_config(name: str, fmt, passes, frames: int) -> dict:
     fps16 = throughput(backend, fmt, passes, frames, 16, start=1000, pool=pool)
     # V-BM3D jobs, basic estimates and zeroed accumulators made per output frame and kind with
     # 16 threads: 1.0 (a job or accumulator per stage) unless the caches dropped accumulators
-    # before they were finished (AVDENOISE_BM3D_CACHE).
+    # before they were finished (AVDENOISE_DEBUG's bm3d_cache).
     made = {k: (v - before.get(k, 0)) / frames for k, v in backend._passes[0].produced().items()}
     return dict(config=name, fps16=fps16, fps1=fps1, kernels=kernels, warm_s=warm_s,
                 mem_mb=backend.memory_bytes() / 2**20, made=made)  # fmt: skip

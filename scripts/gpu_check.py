@@ -204,7 +204,8 @@ def throughput(backend, fmt, passes, frames: int, threads: int, start: int, pool
 class _TimedRuntime:
     """Proxy of cupy.cuda.runtime that adds up the time spent in GIL-releasing calls.
 
-    The backend's NumPy plane copies (``_copy``) release the GIL too and are wrapped alike.
+    The transfer strategies' NumPy plane copies (``_copy``) release the GIL too and are
+    wrapped alike (:func:`_point`).
     """
 
     NOGIL = ("memcpy2DAsync", "memcpyAsync", "streamSynchronize", "streamWaitEvent", "eventRecord")
@@ -231,6 +232,15 @@ class _TimedRuntime:
         return getattr(self._runtime, name)
 
 
+def _point(backend, runtime, copy) -> None:
+    """Make the backend and its transfer strategies call `runtime` and `copy`."""
+    for owner in (backend, backend.uploader, backend.downloader):
+        if hasattr(owner, "_runtime"):
+            owner._runtime = runtime
+        if hasattr(owner, "_copy"):
+            owner._copy = copy
+
+
 def gil_held_us(backend, fmt, passes, frames: int, start: int) -> tuple[float, float]:
     """(wall us per frame single-threaded, GIL-held us per frame upper bound)."""
     radius = passes[0].window_radius
@@ -239,8 +249,7 @@ def gil_held_us(backend, fmt, passes, frames: int, start: int) -> tuple[float, f
     inputs = 2 if passes[0].has_ref else 1
     _, dst = new_dst(fmt, planes, poison=False)
     timed = _TimedRuntime(backend._runtime)
-    backend._runtime = timed
-    backend._copy = timed._wrap(np.copyto)
+    _point(backend, timed, timed._wrap(np.copyto))
     try:
         t0 = time.perf_counter()
         for n in range(start, start + frames):
@@ -248,22 +257,28 @@ def gil_held_us(backend, fmt, passes, frames: int, start: int) -> tuple[float, f
             backend.process(n, numbers, (window,) * inputs, dst)
         wall = time.perf_counter() - t0
     finally:
-        backend._runtime = timed._runtime
-        backend._copy = np.copyto
+        _point(backend, timed._runtime, np.copyto)
     return 1e6 * wall / frames, 1e6 * (wall - timed.inside) / frames
 
 
 def gpu_ms(backend, repeats: int = 30) -> float:
-    """Kernel time per frame (all passes), from CUDA events on the calling thread's stream."""
+    """Kernel time per frame (all passes), from CUDA events on the calling thread's stream
+    (the records of its last frame, launched as the passes launch them)."""
     state = backend._local.state
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    launch = [(p.function(), p, rec) for p, (rec, _) in zip(backend._passes, state.args)]
-    for function, p, rec in launch:  # one untimed round
-        function(p.grid, p.block, (rec,), p.shared_bytes, state.stream)
+    launch = [
+        (p._function_ptr or p._load(), p, args) for p, (args, _) in zip(backend._passes, state.args)
+    ]
+    calls = backend._calls
+
+    def run_all() -> None:
+        for function, p, args in launch:
+            calls.launch(function, p.grid, p.block, p.shared_bytes, state.stream_ptr, args)
+
+    run_all()  # one untimed round
     start.record(state.stream)
     for _ in range(repeats):
-        for function, p, rec in launch:
-            function(p.grid, p.block, (rec,), p.shared_bytes, state.stream)
+        run_all()
     stop.record(state.stream)
     stop.synchronize()
     return cupy.cuda.get_elapsed_time(start, stop) / repeats
@@ -356,7 +371,7 @@ def time_config(name, fmt, passes, frames: int, transfer: str) -> dict:
         wall_us=wall_us,
         gil_us=gil_us,
         # the 16 benchmark threads have ended: count their output buffers as VapourSynth's would
-        mem_mb=(backend._cache.memory_bytes() + 16 * backend._buffer_bytes) / 2**20,
+        mem_mb=(backend._cache.memory_bytes() + 16 * backend._slots.nbytes) / 2**20,
         warm_s=warm_s,
         uploads=backend._cache.uploads,
         staging_buffers=sum(len(st.staging) for st in list(backend._states)),

@@ -12,6 +12,7 @@ import pytest
 
 from avdenoise_vs import _backends, warmup
 from avdenoise_vs._cuda import backend as cuda_backend
+from avdenoise_vs._errors import BackendUnavailable
 from avdenoise_vs._options import (
     ColorFamily,
     Distance,
@@ -50,7 +51,7 @@ class _FakeCuda:
 
     def __init__(self, passes, layout, device_index=None) -> None:
         if self.unavailable:
-            raise _backends.BackendUnavailable(self.unavailable)
+            raise BackendUnavailable(self.unavailable)
         self.passes, self.layout = passes, layout
         self.device_id = device_index or 0
         self.compiles = 0

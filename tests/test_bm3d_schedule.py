@@ -227,9 +227,10 @@ def test_float_finishes_read_the_finished_frame(schedule, radius, stages):
 
 
 def test_a_smaller_cache_refilters_and_still_renders(schedule, monkeypatch):
-    """AVDENOISE_BM3D_CACHE keeps fewer accumulators: frames requested out of order then have
-    some groups filtered again, which `produced` reports, and still the right sums."""
-    monkeypatch.setenv("AVDENOISE_BM3D_CACHE", "3")
+    """``AVDENOISE_DEBUG=bm3d_cache=3`` keeps fewer accumulators: frames requested out of
+    order then have some groups filtered again, which `produced` reports, and still the right
+    sums."""
+    monkeypatch.setenv("AVDENOISE_DEBUG", "bm3d_cache=3")
     make, recorder = schedule
     npass = make(radius=1, stages=1)
     order = [0, 9, 1, 10, 2, 11, 3]
@@ -269,7 +270,7 @@ def test_ref_pilot_runs_the_wiener_stage_alone(schedule):
 
 
 def test_threads_in_any_order_share_entries_without_deadlock(schedule, monkeypatch):
-    monkeypatch.setenv("AVDENOISE_BM3D_CACHE", "16")  # every accumulator kept: none made twice
+    monkeypatch.setenv("AVDENOISE_DEBUG", "bm3d_cache=16")  # every accumulator kept: none twice
     make, recorder = schedule
     npass = make(radius=1, stages=2)
     length = 8

@@ -2,70 +2,139 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from avdenoise_vs import _environment, _warmup_report, warmup
-from avdenoise_vs._cuda import backend, bm3d
-from avdenoise_vs._environment import VARIABLES, default, positive_int, switch
+from avdenoise_vs._cuda import _transfer, bm3d
+from avdenoise_vs._environment import (
+    DEBUG_KEYS,
+    VARIABLES,
+    debug_switch,
+    default,
+    positive_int,
+    switch,
+)
 
 NAMES = {variable.name for variable in VARIABLES}
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_switch_default_value_and_case(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AVDENOISE_CUDA_CALLS", raising=False)
-    assert switch("AVDENOISE_CUDA_CALLS") == "held"
-    monkeypatch.setenv("AVDENOISE_CUDA_CALLS", " Released ")
-    assert switch("AVDENOISE_CUDA_CALLS") == "released"
-    monkeypatch.setenv("AVDENOISE_CUDA_CALLS", "")
-    assert switch("AVDENOISE_CUDA_CALLS") == "held"
+    monkeypatch.delenv("AVDENOISE_CUDA_SYNC", raising=False)
+    assert switch("AVDENOISE_CUDA_SYNC") == "auto"
+    monkeypatch.setenv("AVDENOISE_CUDA_SYNC", " Block ")
+    assert switch("AVDENOISE_CUDA_SYNC") == "block"
+    monkeypatch.setenv("AVDENOISE_CUDA_SYNC", "")
+    assert switch("AVDENOISE_CUDA_SYNC") == "auto"
 
 
 def test_bad_switch_names_the_variable_the_value_and_the_choices(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("AVDENOISE_TRANSFER", "pinned")
+    monkeypatch.setenv("AVDENOISE_CUDA_SYNC", "sleep")
     with pytest.raises(
         ValueError,
-        match=r"AVDENOISE_TRANSFER must be one of 'auto', 'direct', 'staged', .*got 'pinned'",
+        match=r"AVDENOISE_CUDA_SYNC must be one of 'auto', 'spin', 'yield', .*got 'sleep'",
     ):
-        switch("AVDENOISE_TRANSFER")
+        switch("AVDENOISE_CUDA_SYNC")
+
+
+def test_debug_switch_default_value_and_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AVDENOISE_DEBUG", raising=False)
+    assert debug_switch("cuda_calls") == "held"
+    monkeypatch.setenv("AVDENOISE_DEBUG", " Cuda_Calls = Released , transfer=direct,")
+    assert debug_switch("cuda_calls") == "released"
+    assert debug_switch("transfer") == "direct"
+    assert debug_switch("host_copies") == "bridge"  # not given: the default
+    monkeypatch.setenv("AVDENOISE_DEBUG", "")
+    assert debug_switch("cuda_calls") == "held"
+
+
+def test_bad_debug_value_names_the_variable_the_item_and_the_choices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AVDENOISE_DEBUG", "host_copies=python,transfer=pinned")
+    with pytest.raises(
+        ValueError,
+        match=r"AVDENOISE_DEBUG: transfer must be one of 'auto', 'direct', 'staged', "
+        r".*got 'pinned' in 'transfer=pinned'",
+    ):
+        debug_switch("host_copies")  # every item is checked, whichever key is read
+
+
+@pytest.mark.parametrize("text", ["pinned=1", "transfer", "=direct"])
+def test_bad_debug_key_names_the_variable_the_item_and_the_keys(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("AVDENOISE_DEBUG", f"cuda_calls=held,{text}")
+    with pytest.raises(
+        ValueError,
+        match=rf"AVDENOISE_DEBUG takes key=value items with a key of 'transfer', 'host_copies', "
+        rf".*'bm3d_cache', got '{text}'",
+    ):
+        debug_switch("cuda_calls")
+
+
+def test_debug_key_given_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AVDENOISE_DEBUG", "transfer=direct,transfer=staged")
+    with pytest.raises(ValueError, match="AVDENOISE_DEBUG gives transfer twice"):
+        debug_switch("transfer")
 
 
 @pytest.mark.parametrize(("text", "value"), [(None, None), ("", None), ("3", 3), (" 12 ", 12)])
 def test_positive_int(monkeypatch: pytest.MonkeyPatch, text, value) -> None:
     if text is None:
-        monkeypatch.delenv("AVDENOISE_BM3D_WORKSPACES", raising=False)
+        monkeypatch.delenv("AVDENOISE_DEBUG", raising=False)
     else:
-        monkeypatch.setenv("AVDENOISE_BM3D_WORKSPACES", text)
-    assert positive_int("AVDENOISE_BM3D_WORKSPACES") == value
+        monkeypatch.setenv("AVDENOISE_DEBUG", f"bm3d_workspaces={text}")
+    assert positive_int("bm3d_workspaces") == value
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "two", "1.5"])
 def test_bad_positive_int(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
-    monkeypatch.setenv("AVDENOISE_BM3D_WORKSPACES", text)
+    monkeypatch.setenv("AVDENOISE_DEBUG", f"bm3d_workspaces={text}")
     with pytest.raises(
-        ValueError, match=rf"BM3D_WORKSPACES must be a positive integer, got '{text}'"
+        ValueError,
+        match=rf"AVDENOISE_DEBUG: bm3d_workspaces must be a positive integer, got '{text}' "
+        rf"in 'bm3d_workspaces={text}'",
     ):
-        positive_int("AVDENOISE_BM3D_WORKSPACES")
+        positive_int("bm3d_workspaces")
 
 
-def test_only_variables_of_the_table_are_read() -> None:
+def test_only_variables_and_keys_of_the_tables_are_read() -> None:
     with pytest.raises(KeyError):
         switch("AVDENOISE_NOT_A_VARIABLE")
+    with pytest.raises(KeyError):
+        debug_switch("not_a_key")
+    with pytest.raises(TypeError):
+        positive_int("transfer")  # a switch, not an integer
+    with pytest.raises(TypeError):
+        debug_switch("bm3d_cache")
 
 
 def test_table_agrees_with_the_code() -> None:
-    assert {warmup._SWITCH_ENV, _warmup_report.REPORT_ENV} <= NAMES
-    transfer = next(v for v in VARIABLES if v.name == "AVDENOISE_TRANSFER")
-    assert sorted(transfer.choices) == sorted(backend._TRANSFERS)
+    assert {warmup._SWITCH_ENV, _warmup_report.REPORT_ENV, _environment.DEBUG} <= NAMES
+    transfer = next(k for k in DEBUG_KEYS if k.key == "transfer")
+    assert sorted(transfer.choices) == sorted(_transfer.TRANSFERS)
+    workspaces = next(k for k in DEBUG_KEYS if k.key == "bm3d_workspaces")
     spatial, temporal = bm3d.DEFAULT_WORKSPACES
-    assert default("AVDENOISE_BM3D_WORKSPACES") == f"{spatial} spatial, {temporal} V-BM3D"
+    assert workspaces.default == f"{spatial} spatial, {temporal} V-BM3D"
     assert default("CUDA_DEVICE_MAX_CONNECTIONS") == "1"
 
 
-def test_markdown_table_has_a_row_a_variable() -> None:
+def test_markdown_tables_have_a_row_an_entry() -> None:
     rows = _environment.markdown_table().splitlines()[2:]
     assert [row.split("`")[1] for row in rows] == [v.name for v in VARIABLES]
+    rows = _environment.debug_table().splitlines()[2:]
+    assert [row.split("`")[1] for row in rows] == [k.key for k in DEBUG_KEYS]
+
+
+def test_readme_tables_are_generated_from_the_code() -> None:
+    text = README.read_text()
+    for table in (_environment.markdown_table(), _environment.debug_table()):
+        assert table in text, "README.md is out of date: run python scripts/gen_readme.py"
 
 
 def test_sync_switch_agrees_with_the_driver_flags() -> None:

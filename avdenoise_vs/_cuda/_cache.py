@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
+from .._errors import CudaError
 from .._log import thread_debug
 
 __all__ = ["Entry", "FrameCache", "wait_for"]
@@ -188,16 +189,21 @@ def wait_for(entries, stream_ptr: int, runtime) -> None:
     """Make a stream wait for the entries that another thread's stream uploads or computes.
 
     Entries some caller has seen complete, or queued on this very stream, need no wait.
+
+    Raises
+    ------
+    CudaError
+        When another thread's upload of an entry failed, or never came (``WAIT_LIMIT_S``).
     """
     for entry in entries:
         if entry.complete or entry.stream == stream_ptr:
             continue
         if not entry.issued.wait(WAIT_LIMIT_S):
-            raise RuntimeError(
+            raise CudaError(
                 f"avdenoise: waited {WAIT_LIMIT_S:.0f} s for {entry.key!r} from another thread"
             )
         if entry.failed:
-            raise RuntimeError(
+            raise CudaError(
                 f"avdenoise: preparing {entry.key!r} on the GPU failed in another thread"
             )
         runtime.streamWaitEvent(stream_ptr, entry.event_ptr, 0)

@@ -13,7 +13,7 @@ release the GIL.
 
 Measured on the H200 (16 threads, vspipe, docs/BENCHMARKS.md): NLM at 1080p 8-bit luma, spatial
 BM3D and V-BM3D with three workspaces run faster with the GIL kept (V-BM3D radius 1, YUV444,
-two stages: 146 fps against 110). ``AVDENOISE_CUDA_CALLS=released`` switches to CuPy's
+two stages: 146 fps against 110). ``AVDENOISE_DEBUG=cuda_calls=released`` switches to CuPy's
 calls (:class:`ReleasedCalls`), for comparison benchmarks.
 """
 
@@ -25,7 +25,8 @@ import logging
 
 import numpy as np
 
-from .._environment import switch
+from .._environment import debug_switch
+from .._errors import CudaError
 
 __all__ = ["KernelArgs", "cuda_calls", "set_sync_mode"]
 
@@ -124,7 +125,7 @@ class HeldCalls:
         name = ctypes.c_char_p()
         self._error_name(status, ctypes.byref(name))
         text = name.value.decode() if name.value else f"error {status}"
-        raise RuntimeError(f"avdenoise: {call} failed: {text}")
+        raise CudaError(f"avdenoise: {call} failed: {text}", call, status)
 
 
 class ReleasedCalls:
@@ -200,9 +201,9 @@ def _bind(function, argtypes):
 
 @functools.cache
 def cuda_calls() -> HeldCalls | ReleasedCalls:
-    """The process's calls: :class:`HeldCalls` unless ``AVDENOISE_CUDA_CALLS=released`` or
-    the driver library cannot be bound."""
-    if switch("AVDENOISE_CUDA_CALLS") == "released":
+    """The process's calls: :class:`HeldCalls` unless ``AVDENOISE_DEBUG`` has
+    ``cuda_calls=released`` or the driver library cannot be bound."""
+    if debug_switch("cuda_calls") == "released":
         return ReleasedCalls()
     try:
         return HeldCalls()

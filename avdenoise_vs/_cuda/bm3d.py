@@ -233,9 +233,7 @@ class Bm3dPass:
             self._acc_bytes if spatial else 0
         )
         self.frames_in_flight = (
-            workspaces
-            or positive_int("AVDENOISE_BM3D_WORKSPACES")
-            or DEFAULT_WORKSPACES[not spatial]
+            workspaces or positive_int("bm3d_workspaces") or DEFAULT_WORKSPACES[not spatial]
         )
         self._pool: queue.SimpleQueue[_Workspace] = queue.SimpleQueue()
         self._created = 0
@@ -547,7 +545,7 @@ class Bm3dPass:
         # stage keeps about 2r + 1 + frames in flight of them, the switch is for comparisons.
         in_flight = self.frames_in_flight
         stages = 1 + (self.run_hard and self.run_wiener)
-        kept = positive_int("AVDENOISE_BM3D_CACHE") or stages * (self.window + in_flight + 1)
+        kept = positive_int("bm3d_cache") or stages * (self.window + in_flight + 1)
         self._accs = FrameCache(self._acc_bytes, kept)
         self._basics = FrameCache(self._frame_bytes, 2 * self.window + in_flight)
 

@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from avdenoise_vs._backends import BackendUnavailable
 from avdenoise_vs._cuda._source import NlmSpec, nlm_kernel_name, nlm_shared_bytes, nlm_source
 from avdenoise_vs._cuda.nlm import args_dtype, choose_tile_height
+from avdenoise_vs._errors import BackendUnavailable
 from avdenoise_vs._options import (
     ColorFamily,
     Distance,
