@@ -118,6 +118,20 @@ class Download:
             self._runtime.streamSynchronize(state.stream_ptr)
         except Exception:  # the original error matters more
             thread_debug(logger, "avdenoise: stream synchronize after an error failed")
+        self._release(entries, leases, out)
+
+    def _sleep_until_done(self, state: ThreadState) -> None:
+        """Wait asleep for the frame's kernels (gated frames, AVDENOISE_CUDA_SYNC), so that
+        its download starts at once."""
+        self._calls.eventRecord(state.done.ptr, state.stream_ptr)
+        state.done.synchronize()
+
+    def _release(self, entries, leases, out, complete: bool = False) -> None:
+        """Give back the frame's cache entries (marked complete when its stream is known to
+        be done with them), its passes' leases and its gate buffer."""
+        if complete:
+            for entry in entries:
+                entry.complete = True
         self._cache.release(entries)
         for npass, lease in leases:
             npass.release(lease)

@@ -55,9 +55,8 @@ class DirectDownload(Download):
         """See :meth:`.base.Download.download`; returns None: `dst` is done."""
         stream = state.stream_ptr
         try:
-            if self._sleep:  # gated frames wait asleep (AVDENOISE_CUDA_SYNC), then copy at once
-                self._calls.eventRecord(state.done.ptr, stream)
-                state.done.synchronize()
+            if self._sleep:
+                self._sleep_until_done(state)
             copy, out_ptr = self._runtime.memcpy2DAsync, state.out_ptr
             for plane, offset, pitch, row_bytes, rows in self._planes:
                 address, stride, _ = dst[plane]
@@ -67,11 +66,5 @@ class DirectDownload(Download):
             raise
         # A copy into pageable host memory returns only once it has completed (CUDA's API
         # synchronisation rules), so the stream is idle here: no synchronise call.
-        for entry in entries:
-            entry.complete = True
-        self._cache.release(entries)
-        for npass, lease in leases:
-            npass.release(lease)
-        if out is not None:
-            self._gate.leave(out)
+        self._release(entries, leases, out, complete=True)
         return None

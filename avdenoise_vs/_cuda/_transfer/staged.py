@@ -106,21 +106,14 @@ class StagedDownload(_ToPinned):
         """See :meth:`.base.Download.download`."""
         stream = state.stream_ptr
         try:
-            if self._sleep:  # gated frames wait asleep (AVDENOISE_CUDA_SYNC), then copy at once
-                self._calls.eventRecord(state.done.ptr, stream)
-                state.done.synchronize()
+            if self._sleep:
+                self._sleep_until_done(state)
             self._calls.copy_to_host(state.down.ptr, state.out_ptr, self._nbytes, stream)
             self._runtime.streamSynchronize(stream)
         except BaseException:
             self.abort(state, entries, leases, out)
             raise
-        for entry in entries:
-            entry.complete = True
-        self._cache.release(entries)
-        for npass, lease in leases:
-            npass.release(lease)
-        if out is not None:
-            self._gate.leave(out)
+        self._release(entries, leases, out, complete=True)
         step = state.host_step
         if step is None:  # copied out after the gate is left, so the next frame enters meanwhile
             state.down.copy_out(dst, self._written, self._copy)
