@@ -2,7 +2,7 @@
 
 ``avdenoise_vs.denoise(clip, ...)`` calls ``vapoursynth.core.avdenoise.Denoise(clip, ...)`` of
 the current environment, and ``nlmeans`` and ``bm3d`` call ``NLMeans`` and ``BM3D``. Their
-signatures and numpydoc docstrings are built from ``_params.py`` when this module is imported,
+signatures and numpydoc docstrings are built from ``_params/`` when this module is imported,
 because VapourSynth gives a plugin's functions no place for documentation: ``help()`` on
 ``core.avdenoise.Denoise`` shows VapourSynth's ``Function`` class. Static type checkers and
 editors read ``_api.pyi``, which ``scripts/gen_stubs.py`` writes from the same table (a test

@@ -4,7 +4,7 @@ Each subclasses the builtin that callers already catch (``except RuntimeError`` 
 working) and defines ``__reduce__``: an exception pickles as its class and ``args``, which
 would drop the attributes (or fail, for keyword-only ones) when it crosses a process
 boundary, such as a warm-up worker's failure reported to its parent. Errors about the
-user's values are ``ValueError`` / ``TypeError`` / ``NotImplementedError`` (``_params.py``),
+user's values are ``ValueError`` / ``TypeError`` / ``NotImplementedError`` (``_params/``),
 never one of these.
 """
 

@@ -1,26 +1,17 @@
-"""The parameter tables of the registered functions (the single source of truth).
-
-Defaults, ranges, the algorithms that read each parameter and the documentation live here
-and nowhere else: the bridge's signatures, validation and the README table come from them.
-"""
+"""The parameter table of ``core.avdenoise.Denoise``, from which the drop-ins' are derived."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ._options import WeightMode
-from ._paramspec import Choice, Param, Pattern, Range
+from .._options import WeightMode
+from .._paramspec import Choice, Param, Pattern, Range
 
 __all__ = [
     "ACCELERATORS",
     "ALGORITHMS",
-    "BM3D_PARAMS",
     "CHANNELS",
     "DENOISE_PARAMS",
-    "KNLM_CHANNELS",
     "MAX_SETTING",
     "MIN_STRENGTH",
-    "NLMEANS_PARAMS",
 ]
 
 #: Algorithms by name.
@@ -269,153 +260,4 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         default=list(ACCELERATORS),
         allowed=Choice(ACCELERATORS),
     ),
-)
-
-
-def _as(name: str, new_name: str, **changes) -> Param:
-    """A Denoise parameter under KNLMeansCL's name (same range and meaning)."""
-    param = next(p for p in DENOISE_PARAMS if p.name == name)
-    return replace(param, name=new_name, alias=f"Denoise {name}", algorithms=None, **changes)
-
-
-#: KNLMeansCL's ``channels`` values and the Denoise ``channels`` each maps to ("auto" is
-#: luma on GRAY and YUV clips, RGB on RGB clips, as in KNLMeansCL).
-KNLM_CHANNELS = {"AUTO": None, "Y": "luma", "UV": "chroma", "YUV": "yuv", "RGB": "rgb"}
-
-NLMEANS_PARAMS: tuple[Param, ...] = (
-    _as("clip", "clip"),
-    _as("radius", "d", default=1),
-    _as("search_radius", "a"),
-    _as("patch_radius", "s"),
-    _as(
-        "strength",
-        "h",
-        default=1.2,
-        doc="NLM strength in 8-bit code values whatever the clip's depth. Larger smooths more. "
-        "The default is KNLMeansCL's, so that a drop-in call gives its output; it leaves noise "
-        "of deviation 6 codes and more unchanged, where Denoise's default 3.0 removes it "
-        "(README, 'Strength').",
-    ),
-    Param(
-        "channels",
-        "str",
-        "KNLMeansCL's plane selection, any case: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
-        "clips), 'Y', 'UV' (chroma jointly), 'YUV' (joint, 4:4:4 only) or 'RGB'. Planes not "
-        "selected are passed through.",
-        default="auto",
-        allowed=Choice(tuple(KNLM_CHANNELS), fold_case=True),
-        alias="Denoise channels",
-    ),
-    _as("wmode", "wmode"),
-    _as("wref", "wref"),
-    _as(
-        "ref",
-        "rclip",
-        doc=f"Optional guide clip of the same format, size and length: {_NLM_REF_DOC}",
-    ),
-    Param(
-        "device_id",
-        "int",
-        "CUDA device to run on; without it the first CUDA device is used, or the CPU when "
-        "there is none.",
-        allowed=Range(0, 63),
-        alias="Denoise device='cuda:N'",
-    ),
-    Param(
-        "num_streams",
-        "int",
-        "Accepted for compatibility with vszipcu and nlm_cuda; the CUDA backend already uses "
-        "one stream per VapourSynth thread, so it changes nothing.",
-        allowed=Range(1, 64),
-    ),
-)
-
-
-def _per_plane(name: str, new_name: str, default: float, doc: str, **changes) -> Param:
-    """Denoise's `name` as a BM3DCUDA per-plane list (same range unless `changes` say)."""
-    kind = _as(name, name).kind + "[]"
-    doc += " One value per plane, up to 3; missing ones repeat the last."
-    return _as(name, new_name, kind=kind, default=[default], doc=doc, max_items=3, **changes)
-
-
-_ONLY_FIRST = "With `chroma`, only the first value counts."
-
-BM3D_PARAMS: tuple[Param, ...] = (
-    _as("clip", "clip"),
-    Param(
-        "ref",
-        "clip",
-        f"Optional clip of the same format, size and length as `clip`: {_BM3D_REF_DOC}",
-        alias="Denoise ref",
-    ),
-    _per_plane(
-        "strength",
-        "sigma",
-        3.0,
-        "Noise standard deviation in 8-bit code values whatever the clip's depth (on float "
-        "clips in units of 1/255, as in BM3DCUDA). 0 passes a plane through bit-identical "
-        "(with `chroma`, luma still guides block matching). Larger smooths more.",
-        allowed=Range(0.0, MAX_SETTING),
-    ),
-    _per_plane(
-        "block_step",
-        "block_step",
-        8,
-        "Spacing of the reference blocks in pixels (N_step). Cost grows as 1 / block_step^2; "
-        f"smaller shows fewer block artefacts (Denoise's default 3 is the paper's). {_ONLY_FIRST}",
-    ),
-    _per_plane(
-        "bm_range",
-        "bm_range",
-        9,
-        "Block-matching search radius in pixels in each reference frame (search window 2r+1 "
-        f"square). Cost grows with its square. {_ONLY_FIRST}",
-    ),
-    _as(
-        "radius",
-        "radius",
-        default=0,
-        doc="Temporal radius in frames: 0 is BM3D, r > 0 V-BM3D over 2r+1 frames (clamped at "
-        "the clip ends), aggregated within this call as in vszipcu's BM3Dv2 (no "
-        "bm3d.VAggregate after it, unlike BM3DCUDA's BM3D). A frame reads 2r frames on each "
-        "side; on the GPU each frame's groups are filtered once and shared.",
-    ),
-    _per_plane("ps_num", "ps_num", 2, _as("ps_num", "ps_num").doc + " " + _ONLY_FIRST),
-    _per_plane("ps_range", "ps_range", 4, _as("ps_range", "ps_range").doc + " " + _ONLY_FIRST),
-    Param(
-        "chroma",
-        "bool",
-        "CBM3D: the three planes of a YUV 4:4:4 clip are filtered jointly, blocks matched on "
-        "luma, each plane with its own sigma. False filters every plane on its own (RGB too: "
-        "Denoise(algorithm='bm3d') filters RGB jointly in an opponent colour space).",
-        default=False,
-        alias="Denoise channels='yuv'",
-    ),
-    replace(
-        next(p for p in NLMEANS_PARAMS if p.name == "device_id"),
-        doc="CUDA device to run on, as device='cuda:N'; without it `device` decides.",
-    ),
-    Param(
-        "fast",
-        "bool",
-        "Accepted for compatibility with BM3DCUDA, where it overlaps CPU-GPU copies at 4x the "
-        "memory; it changes nothing here.",
-        default=True,
-    ),
-    Param(
-        "extractor_exp",
-        "int",
-        "Accepted for compatibility with BM3DCUDA, where it makes GPU sums deterministic; ours "
-        "always are, so it changes nothing.",
-        default=0,
-        allowed=Range(0),
-    ),
-    replace(
-        next(p for p in NLMEANS_PARAMS if p.name == "num_streams"),
-        doc="Accepted for compatibility with vszipcu's BM3Dv2; it changes nothing here.",
-    ),
-    _as("lambda_ht", "lambda_ht", doc=_as("lambda_ht", "x").doc + " Not used with `ref`."),
-    _as("mismatch_scale", "mismatch_scale"),
-    _as("device", "device"),
-    _as("accelerators", "accelerators"),
 )
