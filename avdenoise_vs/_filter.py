@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._backends import select_backend
 from ._layout import check_same_layout, layout_from_info
+from ._log import vs_warning
 from ._options import FrameLayout, PlaneOptions
 from ._params import BM3D_PARAMS, DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
-from ._paramspec import parse_arguments
+from ._paramspec import Param, parse_arguments
 from ._passes import plan_bm3d_passes, plan_passes, untouched_planes
 
 __all__ = [
@@ -19,7 +21,10 @@ __all__ = [
     "create_bm3d",
     "create_denoise",
     "create_nlmeans",
+    "warn_ignored",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Turns a clip's layout into the passes that denoise it.
 Planner = Callable[[FrameLayout], tuple[PlaneOptions, ...]]
@@ -73,6 +78,7 @@ def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
 def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.NLMeans``: KNLMeansCL's signature, translated to Denoise's settings."""
     knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
+    warn_ignored("NLMeans", NLMEANS_PARAMS, knlm, args)
     channels = KNLM_CHANNELS[knlm["channels"].upper()]
     device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
     # Messages about the translated settings name them as the script wrote them.
@@ -102,6 +108,7 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
 def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.BM3D``: BM3DCUDA's signature and meaning (see ``plan_bm3d_passes``)."""
     values = parse_arguments("BM3D", BM3D_PARAMS, args, algorithm="bm3d")
+    warn_ignored("BM3D", BM3D_PARAMS, values, args)
     _check_bm3d_ref("BM3D", args)
     if values["device_id"] is not None:
         if "device" in args:
@@ -115,6 +122,20 @@ def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
         return plan_bm3d_passes("BM3D", values, layout)
 
     return _build_plan("BM3D", values, planner, ref_arg="ref", device_id=values["device_id"])
+
+
+def warn_ignored(
+    function: str, params: Sequence[Param], values: Mapping[str, Any], args: Mapping
+) -> None:
+    """Warn in VapourSynth's log about each compatibility argument the script gave: it is
+    accepted so that a rival's call runs unchanged, but it changes nothing here."""
+    for param in params:
+        if param.ignored and param.name in args:
+            vs_warning(
+                logger,
+                f"avdenoise.{function}: {param.name}={values[param.name]!r} changes nothing "
+                f"here: {param.doc}",
+            )
 
 
 def _check_bm3d_ref(function: str, args: Mapping[str, list[Any]]) -> None:

@@ -131,6 +131,9 @@ class Param:
     max_items : int, optional
         Longest list accepted (lists only); ``None`` means any non-empty list. Per-plane lists
         take 3, one value per plane.
+    ignored : bool
+        A compatibility argument that is accepted and changes nothing: a script that gives it
+        gets a warning in VapourSynth's log.
     """
 
     name: str
@@ -142,6 +145,7 @@ class Param:
     alias: str | None = None
     required: bool = False
     max_items: int | None = None
+    ignored: bool = False
 
     def default_for(self, algorithm: str) -> Any:
         """The default that applies when `algorithm` runs."""

@@ -344,3 +344,28 @@ def test_only_processed_planes_need_one_block(core):
     for plane in (1, 2):
         assert np.array_equal(np.asarray(out[plane]), np.asarray(source[plane]))
     assert not np.array_equal(np.asarray(out[0]), np.asarray(source[0]))
+
+
+def test_compatibility_arguments_are_accepted_with_a_warning(core):
+    """fast, extractor_exp and num_streams change nothing: the script runs, and VapourSynth's
+    log says so once per argument given (none for arguments left out)."""
+    messages: list[str] = []
+
+    def handler(kind: int, text: str) -> None:
+        if kind >= vs.MESSAGE_TYPE_WARNING and "changes nothing" in text:
+            messages.append(text)
+
+    handle = core.add_log_handler(handler)
+    try:
+        clip = core.std.BlankClip(width=32, height=32, format=vs.GRAYS, length=1)
+        core.avdenoise.BM3D(clip, fast=False, extractor_exp=3, device="cpu")
+        core.avdenoise.BM3D(clip, device="cpu")
+        core.avdenoise.NLMeans(core.std.BlankClip(format=vs.GRAY8, length=1), num_streams=2)
+    finally:
+        core.remove_log_handler(handle)
+    assert [m.split(":")[1].strip() for m in messages] == [
+        "fast=False changes nothing here",
+        "extractor_exp=3 changes nothing here",
+        "num_streams=2 changes nothing here",
+    ]
+    assert "BM3DCUDA" in messages[0] and "vszipcu" in messages[2]

@@ -66,6 +66,7 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         "Accepted for compatibility with vszipcu and nlm_cuda; the CUDA backend already uses "
         "one stream per VapourSynth thread, so it changes nothing.",
         allowed=Range(1, 64),
+        ignored=True,
     ),
 )
 
@@ -140,6 +141,7 @@ BM3D_PARAMS: tuple[Param, ...] = (
         "Accepted for compatibility with BM3DCUDA, where it overlaps CPU-GPU copies at 4x the "
         "memory; it changes nothing here.",
         default=True,
+        ignored=True,
     ),
     Param(
         "extractor_exp",
@@ -148,6 +150,7 @@ BM3D_PARAMS: tuple[Param, ...] = (
         "always are, so it changes nothing.",
         default=0,
         allowed=Range(0),
+        ignored=True,
     ),
     replace(
         next(p for p in NLMEANS_PARAMS if p.name == "num_streams"),
