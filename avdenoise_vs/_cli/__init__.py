@@ -13,6 +13,7 @@ __all__ = ["build_parser", "main"]
 
 _EPILOG = """\
 examples:
+  python -m avdenoise_vs doctor
   python -m avdenoise_vs cache list
   python -m avdenoise_vs cache clear --stamps-only --yes
 """
@@ -21,7 +22,7 @@ examples:
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m avdenoise_vs`` parser, with every command."""
     from avdenoise_vs import _version
-    from avdenoise_vs._cli import cache
+    from avdenoise_vs._cli import cache, doctor
 
     parser = argparse.ArgumentParser(
         prog="python -m avdenoise_vs",
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version.__version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (cache,):
+    for module in (doctor, cache):
         module.add_parser(commands)
     return parser
 
