@@ -14,6 +14,8 @@ __all__ = ["build_parser", "main"]
 _EPILOG = """\
 examples:
   python -m avdenoise_vs doctor
+  python -m avdenoise_vs prewarm encode.vpy -a src=input.mkv
+  python -m avdenoise_vs prewarm --algorithm bm3d --format YUV420P10 --radius 1
   python -m avdenoise_vs cache list
   python -m avdenoise_vs cache clear --stamps-only --yes
 """
@@ -22,7 +24,7 @@ examples:
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m avdenoise_vs`` parser, with every command."""
     from avdenoise_vs import _version
-    from avdenoise_vs._cli import cache, doctor
+    from avdenoise_vs._cli import cache, doctor, prewarm
 
     parser = argparse.ArgumentParser(
         prog="python -m avdenoise_vs",
@@ -32,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version.__version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (doctor, cache):
+    for module in (doctor, prewarm, cache):
         module.add_parser(commands)
     return parser
 

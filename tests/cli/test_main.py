@@ -16,11 +16,13 @@ __all__: list[str] = []
 def test_help_names_every_command(run_cli) -> None:
     done = run_cli("--help")
     assert done.returncode == 0, done.stderr
-    for command in ("doctor", "cache"):
+    for command in ("doctor", "prewarm", "cache"):
         assert command in done.stdout
 
 
-@pytest.mark.parametrize("command", [["doctor"], ["cache", "list"], ["cache", "clear"]])
+@pytest.mark.parametrize(
+    "command", [["doctor"], ["prewarm"], ["cache", "list"], ["cache", "clear"]]
+)
 def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "--help"])
