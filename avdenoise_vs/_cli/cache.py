@@ -197,15 +197,17 @@ def _clear(args: argparse.Namespace, listing: CacheListing, origin: str) -> int:
 
 
 def _counts(deleted: list[Path], listing: CacheListing) -> str:
-    """``2 stamps, 2 lock files, 12 of CuPy's kernel files`` for what was deleted."""
+    """``2 stamps, 2 lock files, 12 of CuPy's cached kernel files`` for what was deleted."""
     gone = set(deleted)
+    stamps = sum(stamp.path in gone for stamp in listing.stamps)
+    temps = sum(path in gone for path in listing.stamp_temps)
     parts = [
-        (sum(s.path in gone for s in listing.stamps), "stamps"),
-        (sum(p in gone for p in listing.stamp_temps), "stamp temporaries"),
-        (sum(p in gone for p in listing.locks), "lock files"),
-        (sum(p in gone for p in listing.kernels), "of CuPy's cached kernel files"),
+        _count(stamps, "stamp"),
+        f"{temps} stamp temporar{'y' if temps == 1 else 'ies'}",
+        _count(sum(path in gone for path in listing.locks), "lock file"),
+        f"{sum(path in gone for path in listing.kernels)} of CuPy's cached kernel files",
     ]
-    return ", ".join(f"{count} {what}" for count, what in parts if count) or "nothing"
+    return ", ".join(part for part in parts if not part.startswith("0 ")) or "nothing"
 
 
 def _size(path: Path) -> int:

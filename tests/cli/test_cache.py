@@ -106,7 +106,7 @@ def test_clear_stamps_only_keeps_cupys_kernels(folder: Path, capsys) -> None:
     assert code == 0, out
     assert not list(folder.glob("warm-*"))
     assert {f"{SHA1}.cubin", f"{SHA1[:32]}.cubin", f"{SHA1}.cubin.cu"} <= _names(folder)
-    assert "2 stamps, 1 stamp temporaries, 1 lock files" in out
+    assert "2 stamps, 1 stamp temporary, 1 lock file" in out
 
 
 def test_clear_yes_deletes_only_ours_and_cupys(folder: Path, tmp_path: Path, capsys) -> None:
