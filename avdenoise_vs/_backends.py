@@ -75,10 +75,10 @@ def select_backend(
             elif reasons and name == "cpu":
                 _tell_fallback(function, reasons)
             logger.debug("avdenoise.%s: running on %s", function, name)
-            return backend
+            return _chosen(name, backend)
         if device != "auto":
             _warn(function, name, cause, f"device={device!r} stays on it; {_RETRY}")
-            return backend
+            return _chosen(name, backend)
         cold = cold or (name, cause, backend)
     if cold is not None:
         _warn(
@@ -86,8 +86,20 @@ def select_backend(
             *cold[:2],
             f"no other of accelerators can run, so device='auto' stays on it; {_RETRY}",
         )
-        return cold[2]
+        return _chosen(cold[0], cold[2])
     raise ValueError(_cannot_run(function, device, accelerators, reasons))
+
+
+def _chosen(name: str, backend):
+    """Note in the warm-up report (if any) which backend a filter got, and return it.
+
+    ``python -m avdenoise_vs prewarm`` counts these to tell a script whose filters all run on
+    the CPU, with nothing to compile, from one that creates no filter at all.
+    """
+    from ._warmup_report import record_phase
+
+    record_phase(f"backend-{name}")
+    return backend
 
 
 def _cannot_run(function: str, device: str, accelerators: Sequence[str], reasons) -> str:

@@ -27,14 +27,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "cache_dir",
+    "cache_dir_origin",
     "cache_in_memory",
     "cupy_installed",
+    "describe_key",
     "environment_fingerprint",
     "kernel_key",
     "usable_directory",
 ]
 
 logger = logging.getLogger("avdenoise_vs.warmup")
+
+# What each key made in this process hashes, so that its stamp can say what it is for: a key
+# alone cannot be read back (``python -m avdenoise_vs cache list``). A process makes a handful
+# of keys, one per distinct filter set-up, so this never grows large.
+_descriptions: dict[int, tuple[str, ...]] = {}
 
 
 @functools.cache
@@ -111,7 +118,21 @@ def kernel_key(
     lines = sorted({repr(spec) for spec in specs})
     text = "\n".join((_version.__version__, *lines, env))
     digest = hashlib.blake2b(text.encode("utf-8", "backslashreplace"), digest_size=16).digest()
-    return int.from_bytes(digest, "big")
+    key = int.from_bytes(digest, "big")
+    _descriptions[key] = (f"env {env}", *(f"spec {line}" for line in lines))
+    return key
+
+
+def describe_key(key: int) -> tuple[str, ...]:
+    """Return what `key` hashes, if this process made it with `kernel_key`.
+
+    Returns
+    -------
+    tuple of str
+        ``"env <environment_fingerprint>"``, then one ``"spec <repr>"`` line per kernel spec;
+        empty for a key this process did not make.
+    """
+    return _descriptions.get(key, ())
 
 
 def cache_in_memory() -> bool:
@@ -151,6 +172,28 @@ def cache_dir() -> Path | None:
     if cupy is None:  # not imported (or blocked with None)
         return _directory_from_environment()
     return _cupy_cache_dir(cupy)
+
+
+def cache_dir_origin() -> str:
+    """Say where `cache_dir` takes its answer from now.
+
+    Returns
+    -------
+    str
+        ``"in-memory"`` (``CUPY_CACHE_IN_MEMORY=1``), ``"cupy"`` (read from an imported
+        CuPy), ``"CUPY_CACHE_DIR"`` or ``"default"`` (``~/.cupy/kernel_cache``, what CuPy
+        will use when it is imported).
+    """
+    if cache_in_memory():
+        return "in-memory"
+    cupy = sys.modules.get("cupy")
+    compiler = getattr(getattr(cupy, "cuda", None), "compiler", None)
+    if compiler is not None and (
+        callable(getattr(compiler, "get_cache_dir", None))
+        or getattr(compiler, "_kernel_cache_backend", None) is not None
+    ):
+        return "cupy"
+    return "CUPY_CACHE_DIR" if "CUPY_CACHE_DIR" in os.environ else "default"
 
 
 def _directory_from_environment() -> Path:

@@ -19,6 +19,7 @@ import filelock
 from avdenoise_vs import _version
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
 __all__ = [
@@ -117,15 +118,21 @@ def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
     return warm
 
 
-def write_stamp(path: Path, key: int) -> bool:
-    """Write the stamp atomically (temp file + replace); False and a debug log on failure."""
+def write_stamp(path: Path, key: int, detail: Sequence[str] = ()) -> bool:
+    """Write the stamp atomically (temp file + replace); False and a debug log on failure.
+
+    Its first line is ``<key> avdenoise_vs <version> pid <pid>``; `detail` lines follow, which
+    say what the key is for (``_warmup_cache.describe_key``). Only the stamp's presence counts
+    for the queue; the text is for people and ``python -m avdenoise_vs cache list``.
+    """
     temp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    head = f"{key:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}"
     try:
         # open(..., "x") creates with 0o666 through the umask and default ACLs (mkstemp would
         # make it 0o600), so the stamp is as readable as the cache directory means it to be.
         try:
-            with open(temp, "x", encoding="ascii") as stamp:
-                stamp.write(f"{key:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}\n")
+            with open(temp, "x", encoding="utf-8", errors="backslashreplace") as stamp:
+                stamp.write("".join(f"{line}\n" for line in (head, *detail)))
             os.replace(temp, path)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -27,7 +27,9 @@ def record_outcome(kind: str, key: int) -> None:
     Parameters
     ----------
     kind : str
-        ``compiled``, ``waited``, ``self``, ``warm`` or ``unqueued``.
+        ``compiled`` (under the lock, in this process), ``waited`` (another process compiled
+        meanwhile), ``self`` (gave up waiting and compiled), ``warm`` (found the stamp) or
+        ``unqueued`` (the queue is off or unusable).
     key : int
         The kernel key, written as 32 lowercase hex digits.
     """

@@ -9,7 +9,8 @@ process skip the queue without even opening the lock file.
 Both files live beside the kernel cache, in the directory CuPy's cache uses (`cache_dir`)::
 
     warm-<key as 32 lowercase hex digits>.lock    flock-based lock
-    warm-<key as 32 lowercase hex digits>.stamp   written once the kernels are cached
+    warm-<key as 32 lowercase hex digits>.stamp   written once the kernels are cached, saying
+                                                  what for (`describe_key`)
 
 The key (`kernel_key`) hashes what the kernels are compiled for, not the filter's settings:
 every strength and frame size shares one stamp. Both files are created through the umask; a
@@ -30,9 +31,8 @@ CUPY_CACHE_IN_MEMORY
 AVDENOISE_WARMUP
     ``0`` (or ``false``, ``no``, ``off``) switches the queue off, for comparison benchmarks.
 AVDENOISE_WARMUP_REPORT
-    A directory where each process records what the queue did for it (``compiled``,
-    ``waited``, ``self``: gave up waiting, ``warm``: found the stamp, ``unqueued``) and when
-    a GPU filter's creation reached its steps (`record_phase`); ``scripts/fleet.py`` reads it.
+    A directory where each process records what the queue did for it and when a GPU filter's
+    creation reached its steps (`avdenoise_vs._warmup_report`).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Final
 from avdenoise_vs._log import vs_warning
 from avdenoise_vs._warmup_cache import (
     cache_dir,
+    describe_key,
     environment_fingerprint,
     kernel_key,
     usable_directory,
@@ -66,7 +67,6 @@ from avdenoise_vs._warmup_report import record_phase
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import TracebackType
 
     import filelock
 
@@ -104,10 +104,9 @@ def _queue_enabled() -> bool:
 def _claim(key: int) -> bool:
     """Record that this process holds `key`; False when it already does."""
     with _held_keys_lock:
-        if key in _held_keys:
-            return False
+        fresh = key not in _held_keys
         _held_keys.add(key)
-        return True
+        return fresh
 
 
 def _unclaim(key: int) -> None:
@@ -282,7 +281,7 @@ class WarmUp:
                 logger.debug("finish() after release of %032x: no stamp written", self.key)
                 return False
             # The stamp must exist before the unlock so the next holder's second look sees it.
-            self.finished = write_stamp(self.stamp_path, self.key)
+            self.finished = write_stamp(self.stamp_path, self.key, describe_key(self.key))
             self._release()
         return self.finished
 
@@ -312,12 +311,7 @@ class WarmUp:
         """Return the place; call `finish` inside the block to mark the cache warm."""
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Release the place; without an earlier `finish`, no stamp is written."""
         self.close()
 

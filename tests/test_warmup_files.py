@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from avdenoise_vs import _warmup_cache, _warmup_files, warmup
+from avdenoise_vs import _version, _warmup_cache, _warmup_files, warmup
 from avdenoise_vs.warmup import WarmUp, kernel_key, warm_up
 
 if TYPE_CHECKING:
@@ -119,6 +119,34 @@ def test_queue_files_go_beside_cupys_cache(
     assert warm_up(KEY, lambda: None).queued  # no explicit directory: CuPy's
     assert _paths(cache)[1].exists()
     assert not elsewhere.exists()
+
+
+def test_cache_dir_origin_names_who_decides(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
+    assert _warmup_cache.cache_dir_origin() == "default"
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    assert _warmup_cache.cache_dir_origin() == "CUPY_CACHE_DIR"
+    _import_fake_cupy(monkeypatch, types.SimpleNamespace())  # a layout we cannot read
+    assert _warmup_cache.cache_dir_origin() == "CUPY_CACHE_DIR"
+    _import_fake_cupy(
+        monkeypatch, types.SimpleNamespace(_kernel_cache_backend=_disk_cache(tmp_path))
+    )
+    assert _warmup_cache.cache_dir_origin() == "cupy"
+    monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "1")
+    assert _warmup_cache.cache_dir_origin() == "in-memory"
+
+
+def test_the_stamp_says_what_its_key_is_for(cache: Path) -> None:
+    assert warm_up(KEY, lambda: None, cache_dir=cache).queued
+    head, *detail = _paths(cache)[1].read_text().splitlines()
+    assert head == f"{KEY:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}"
+    assert detail == ["env cupy=14.2.0;nvrtc=13.0;sm=90", "spec 'a stand-in spec'"]
+    assert _warmup_cache.describe_key(KEY) == tuple(detail)
+    assert _warmup_cache.describe_key(KEY ^ 1) == ()
 
 
 # --- modes: a cache directory shared by a group -----------------------------------------------

@@ -1,0 +1,59 @@
+"""``python -m avdenoise_vs``: its help, and that loading the plugin never imports the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from avdenoise_vs._cli import build_parser, main
+from avdenoise_vs._devload import plugin_installed
+
+__all__: list[str] = []
+
+
+def test_help_names_every_command(run_cli) -> None:
+    done = run_cli("--help")
+    assert done.returncode == 0, done.stderr
+    for command in ("doctor", "prewarm", "cache"):
+        assert command in done.stdout
+
+
+@pytest.mark.parametrize(
+    "command", [["doctor"], ["prewarm"], ["cache", "list"], ["cache", "clear"]]
+)
+def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: python -m avdenoise_vs" in capsys.readouterr().out
+
+
+def test_a_command_is_required() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([])
+    assert exit_info.value.code == 2
+
+
+def test_importing_the_package_imports_no_cli() -> None:
+    probe = (
+        "import sys, avdenoise_vs; "
+        "print(sorted(m for m in sys.modules if m.startswith('avdenoise_vs._cli')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_autoloading_the_plugin_imports_no_cli() -> None:
+    if not plugin_installed():
+        pytest.skip("the plugin is not installed where VapourSynth autoloads (editable install?)")
+    probe = (
+        "import sys, vapoursynth as vs; "
+        "assert any(p.namespace == 'avdenoise' for p in vs.core.plugins()); "
+        "print(sorted(m for m in sys.modules if m.startswith('avdenoise_vs._cli')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
