@@ -36,5 +36,5 @@ def vs_warning(logger: logging.Logger, message: str) -> None:
     vapoursynth = sys.modules.get("vapoursynth")
     try:
         vapoursynth.core.log_message(vapoursynth.MESSAGE_TYPE_WARNING, message)  # type: ignore[union-attr]
-    except Exception:  # noqa: BLE001  # absent, or no core in this thread
+    except Exception:  # absent, or no core in this thread
         logger.warning(message)

@@ -68,8 +68,8 @@ def environment_fingerprint(device: int | None = None) -> str:
     never at module import.
     """
     try:
-        import cupy  # noqa: PLC0415  # optional: CPU-only installs have no CuPy
-    except Exception:  # noqa: BLE001  # a broken CUDA install fails at import with anything
+        import cupy  # optional: CPU-only installs have no CuPy
+    except Exception:  # a broken CUDA install fails at import with anything
         return "no-cupy"
     return f"cupy={cupy.__version__};{_nvrtc_part(cupy)};{_arch_part(cupy, device)}"
 
@@ -78,7 +78,7 @@ def _nvrtc_part(cupy: object) -> str:
     """Return ``nvrtc=<major>.<minor>``, or ``nvrtc=none`` when NVRTC cannot be loaded."""
     try:
         major, minor = cupy.cuda.nvrtc.getVersion()  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001  # missing library, no driver, old CuPy layout
+    except Exception:  # missing library, no driver, old CuPy layout
         return "nvrtc=none"
     return f"nvrtc={major}.{minor}"
 
@@ -87,7 +87,7 @@ def _arch_part(cupy: object, device: int | None) -> str:
     """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU."""
     try:
         capability = cupy.cuda.Device(device).compute_capability  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
+    except Exception:  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
         return "sm=none"
     return f"sm={capability}"
 

@@ -318,9 +318,9 @@ class WarmUp:
     def __del__(self) -> None:
         """Release an abandoned place on garbage collection, without a stamp."""
         # Not contextlib.suppress: at interpreter shutdown module globals may already be None.
-        try:  # noqa: SIM105
+        try:
             self.close()
-        except Exception:  # noqa: BLE001, S110
+        except Exception:
             pass
 
     def __repr__(self) -> str:

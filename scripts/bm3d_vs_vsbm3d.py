@@ -19,8 +19,8 @@ import vapoursynth as vs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from avdenoise_vs._reference.bm3d import bm3d  # noqa: E402
-from avdenoise_vs.sample import _picture  # noqa: E402
+from avdenoise_vs._reference.bm3d import bm3d
+from avdenoise_vs.sample import _picture
 
 SIZE = 128
 GRID = dict(block_step=8, bm_range=9)

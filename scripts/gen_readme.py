@@ -11,10 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from avdenoise_vs._environment import debug_table  # noqa: E402
-from avdenoise_vs._environment import markdown_table as environment_table  # noqa: E402
-from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS  # noqa: E402
-from avdenoise_vs._paramspec import markdown_table  # noqa: E402
+from avdenoise_vs._environment import debug_table
+from avdenoise_vs._environment import markdown_table as environment_table
+from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
+from avdenoise_vs._paramspec import markdown_table
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 #: marker name in README.md -> the parameter table generated between its markers.

@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from avdenoise_vs._api import API_FUNCTIONS, annotation, default_value, docstring  # noqa: E402
-from avdenoise_vs._api import literal as source  # noqa: E402
+from avdenoise_vs._api import API_FUNCTIONS, annotation, default_value, docstring
+from avdenoise_vs._api import literal as source
 
 STUB = Path(__file__).resolve().parents[1] / "avdenoise_vs" / "_api.pyi"
 

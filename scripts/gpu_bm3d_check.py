@@ -22,12 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
 
-import cupy  # noqa: E402
-from _clips import SyntheticClip, layout  # noqa: E402
-from gpu_check import throughput  # noqa: E402
+import cupy
+from _clips import SyntheticClip, layout
+from gpu_check import throughput
 
-from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
-from avdenoise_vs._options import Distance, PlaneOptions  # noqa: E402
+from avdenoise_vs._cuda.backend import CudaBackend
+from avdenoise_vs._options import Distance, PlaneOptions
 
 HD = dict(width=1920, height=1080)
 

@@ -28,12 +28,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
 
-import cupy  # noqa: E402
-from _clips import SyntheticClip, layout, lumachroma, new_dst, options, run, view  # noqa: E402
+import cupy
+from _clips import SyntheticClip, layout, lumachroma, new_dst, options, run, view
 
-from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
-from avdenoise_vs._options import Distance, WeightMode  # noqa: E402
-from avdenoise_vs._reference.backend import NumpyBackend  # noqa: E402
+from avdenoise_vs._cuda.backend import CudaBackend
+from avdenoise_vs._options import Distance, WeightMode
+from avdenoise_vs._reference.backend import NumpyBackend
 
 PARITY = [
     (

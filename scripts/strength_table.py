@@ -22,7 +22,7 @@ import vapoursynth as vs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from avdenoise_vs.sample import psnr, sample_frames  # noqa: E402
+from avdenoise_vs.sample import psnr, sample_frames
 
 CROP, PAN, LENGTH = 192, 3, 3
 SIGMAS = (2.0, 3.0, 4.0, 6.0, 8.0)

@@ -62,27 +62,27 @@ class Runtime:
     def _count(self, name: str) -> None:
         self.counts[name] = self.counts.get(name, 0) + 1
 
-    def getDeviceCount(self) -> int:  # noqa: N802 (CuPy's names)
+    def getDeviceCount(self) -> int:
         return 1
 
-    def getDevice(self) -> int:  # noqa: N802
+    def getDevice(self) -> int:
         return 0
 
-    def setDevice(self, device: int) -> None:  # noqa: N802
+    def setDevice(self, device: int) -> None:
         self._count("setDevice")
 
-    def deviceGetAttribute(self, attribute: int, device: int) -> int:  # noqa: N802
+    def deviceGetAttribute(self, attribute: int, device: int) -> int:
         return 227 * 1024
 
-    def memGetInfo(self) -> tuple[int, int]:  # noqa: N802
+    def memGetInfo(self) -> tuple[int, int]:
         return 64 << 30, 80 << 30
 
-    def memcpy2DAsync(self, dst, dpitch, src, spitch, width, height, kind, stream):  # noqa: N802
+    def memcpy2DAsync(self, dst, dpitch, src, spitch, width, height, kind, stream):
         self._copy(kind)
         for row in range(height):
             ctypes.memmove(dst + row * dpitch, src + row * spitch, width)
 
-    def memcpyAsync(self, dst, src, nbytes, kind, stream):  # noqa: N802
+    def memcpyAsync(self, dst, src, nbytes, kind, stream):
         self._copy(kind)
         ctypes.memmove(dst, src, nbytes)
 
@@ -92,7 +92,7 @@ class Runtime:
             self.fail_uploads -= 1
             raise RuntimeError("fake upload failure")
 
-    def streamSynchronize(self, stream) -> None:  # noqa: N802
+    def streamSynchronize(self, stream) -> None:
         self._count("streamSynchronize")
 
 
@@ -120,10 +120,10 @@ class Calls:
     def launch(self, function, grid, block, shared, stream, args) -> None:
         self.kernels[function](args.record)
 
-    def eventRecord(self, event, stream) -> None:  # noqa: N802
+    def eventRecord(self, event, stream) -> None:
         pass
 
-    def streamWaitEvent(self, stream, event, flags=0) -> None:  # noqa: N802
+    def streamWaitEvent(self, stream, event, flags=0) -> None:
         pass
 
     def copy_to_device(self, dst, src, nbytes, stream) -> None:

@@ -87,7 +87,7 @@ def _fake_compile(cache_dir: str, record_path: str, compile_s: float) -> Callabl
     return compile_kernels
 
 
-def queue_worker(  # noqa: PLR0913, PLR0917  # a spawn target takes its arguments positionally
+def queue_worker(  # a spawn target takes its arguments positionally
     cache_dir: str, key: int, record_path: str, compile_s: float, start: Barrier, results: Queue
 ) -> None:
     """Wait for the common start, then warm up like a vspipe worker; report when done."""
@@ -116,7 +116,7 @@ def hold_until_killed(cache_dir: str, key: int, record_path: str, holding: Event
     time.sleep(HOLD_FOREVER_S)
 
 
-def take_over(  # noqa: PLR0913, PLR0917  # a spawn target takes its arguments positionally
+def take_over(  # a spawn target takes its arguments positionally
     cache_dir: str,
     key: int,
     record_path: str,

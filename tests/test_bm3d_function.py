@@ -46,8 +46,16 @@ def expected_frame(fmt, frames, n, sigma, radius=0, chroma=False, ref_frames=Non
 
         s = [sigma[p] for p in planes]
         pilot = None if ref_frames is None else clip(ref_frames)
-        result = vbm3d(clip(frames), n, s, radius=radius, stages=1 if pilot is None else 2,
-                       pilot=pilot, joint=joint, **BM3DCUDA_GRID)
+        result = vbm3d(
+            clip(frames),
+            n,
+            s,
+            radius=radius,
+            stages=1 if pilot is None else 2,
+            pilot=pilot,
+            joint=joint,
+            **BM3DCUDA_GRID,
+        )
         for i, p in enumerate(planes):
             if sigma[p] > 0:
                 out[p] = _to_format(fmt, result[i] / 255, peak)

@@ -79,10 +79,10 @@ class _Recorder:
             self.events += 1
             return 1 << 20 | self.events
 
-    def eventRecord(self, event, stream) -> None:  # noqa: N802 (the real calls' name)
+    def eventRecord(self, event, stream) -> None:
         pass
 
-    def streamWaitEvent(self, stream, event, flags=0) -> None:  # noqa: N802
+    def streamWaitEvent(self, stream, event, flags=0) -> None:
         pass
 
 

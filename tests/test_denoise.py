@@ -40,8 +40,16 @@ def expected_frame(fmt, frames, n, radius, strength, planes_distance, a=2, s=1):
     out = [p.copy() for p in frames[n]]
     for planes, distance in planes_distance:
         window = [np.stack([frames[m][p] / np.float64(peak) for p in planes]) for m in numbers]
-        result = nlm(window, center=radius, h=strength, search_radius=a, patch_radius=s,
-                     wmode=WeightMode.WELSCH, wref=1.0, distance=distance)
+        result = nlm(
+            window,
+            center=radius,
+            h=strength,
+            search_radius=a,
+            patch_radius=s,
+            wmode=WeightMode.WELSCH,
+            wref=1.0,
+            distance=distance,
+        )
         for i, p in enumerate(planes):
             out[p] = result[i] if fmt.sample_type == vs.FLOAT else np.rint(result[i] * peak)
     return out
@@ -53,7 +61,11 @@ def test_every_format_matches_the_reference(core, name):
     clip, frames = make_clip(core, fmt)
     out = core.avdenoise.Denoise(clip, strength=20.0, search_radius=2, patch_radius=1, device="cpu")
     assert (out.format.id, out.width, out.height, out.num_frames) == (
-        clip.format.id, clip.width, clip.height, clip.num_frames)
+        clip.format.id,
+        clip.width,
+        clip.height,
+        clip.num_frames,
+    )
     for n in (0, 2, LENGTH - 1):  # the clip's ends shorten or repeat the temporal window
         got = frame_planes(out.get_frame(n))
         want = expected_frame(fmt, frames, n, 1, 20.0, EXPECTED_PASSES[fmt.color_family])
@@ -64,8 +76,9 @@ def test_every_format_matches_the_reference(core, name):
 def test_joint_yuv_on_444_matches_the_reference(core):
     fmt = core.get_video_format(vs.YUV444P8)
     clip, frames = make_clip(core, fmt)
-    out = core.avdenoise.Denoise(clip, channels="yuv", radius=0, strength=15.0, search_radius=2,
-                                 patch_radius=1, device="cpu")
+    out = core.avdenoise.Denoise(
+        clip, channels="yuv", radius=0, strength=15.0, search_radius=2, patch_radius=1, device="cpu"
+    )
     want = expected_frame(fmt, frames, 1, 0, 15.0, [((0, 1, 2), Distance.YUV)])
     for g, w in zip(frame_planes(out.get_frame(1)), want, strict=True):
         np.testing.assert_array_equal(g, w)
@@ -102,12 +115,21 @@ def test_ref_gives_weights_and_clip_gives_values(core):
     fmt = core.get_video_format(vs.GRAY16)
     clip, frames = make_clip(core, fmt)
     guide, guides = make_clip(core, fmt, seed=50)
-    out = core.avdenoise.Denoise(clip, ref=guide, strength=25.0, search_radius=2,
-                                 patch_radius=1, radius=0, device="cpu")
+    out = core.avdenoise.Denoise(
+        clip, ref=guide, strength=25.0, search_radius=2, patch_radius=1, radius=0, device="cpu"
+    )
     peak = 65535.0
-    want = nlm([frames[1][0][None] / peak], guide=[guides[1][0][None] / peak], center=0, h=25.0,
-               search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0,
-               distance=Distance.LUMA)[0]
+    want = nlm(
+        [frames[1][0][None] / peak],
+        guide=[guides[1][0][None] / peak],
+        center=0,
+        h=25.0,
+        search_radius=2,
+        patch_radius=1,
+        wmode=WeightMode.WELSCH,
+        wref=1.0,
+        distance=Distance.LUMA,
+    )[0]
     np.testing.assert_array_equal(np.asarray(out.get_frame(1)[0]), np.rint(want * peak))
     same = core.avdenoise.Denoise(clip, ref=clip, strength=25.0, device="cpu").get_frame(1)
     plain = core.avdenoise.Denoise(clip, strength=25.0, device="cpu").get_frame(1)
@@ -126,8 +148,10 @@ def test_denoising_a_real_picture_raises_psnr(core):
     skimage = pytest.importorskip("skimage")
     clean = skimage.data.camera()[128:320, 96:352]
     rng = np.random.default_rng(1)
-    frames = [[np.clip(np.rint(clean + rng.normal(0, 8, clean.shape)), 0, 255).astype(np.uint8)]
-              for _ in range(3)]
+    frames = [
+        [np.clip(np.rint(clean + rng.normal(0, 8, clean.shape)), 0, 255).astype(np.uint8)]
+        for _ in range(3)
+    ]
     clip = clip_from_planes(core, core.get_video_format(vs.GRAY8), frames)
     out = np.asarray(core.avdenoise.Denoise(clip, strength=3.0, device="cpu").get_frame(1)[0])
     before, after = psnr(frames[1][0], clean, 255), psnr(out, clean, 255)

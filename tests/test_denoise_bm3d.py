@@ -34,29 +34,38 @@ def expected_frame(fmt, frames, n, radius, groups, sigma, stages=2, ref_frames=N
     for planes, joint, opp in groups:
 
         def clip(source, planes=planes, opp=opp):
-            stacked = [np.stack([f[p].astype(np.float64) for p in planes]) * 255 / peak
-                       for f in source]
-            return FrameList([np.einsum("ij,jhw->ihw", OPP, w) for w in stacked] if opp
-                             else stacked)
+            stacked = [
+                np.stack([f[p].astype(np.float64) for p in planes]) * 255 / peak for f in source
+            ]
+            return FrameList(
+                [np.einsum("ij,jhw->ihw", OPP, w) for w in stacked] if opp else stacked
+            )
 
         pilot = None if ref_frames is None else clip(ref_frames)
         sigmas = tuple(sigma * OPP_SIGMA) if opp else sigma
-        result = vbm3d(clip(frames), n, sigmas, radius=radius, stages=stages, pilot=pilot,
-                       joint=joint)
+        result = vbm3d(
+            clip(frames), n, sigmas, radius=radius, stages=stages, pilot=pilot, joint=joint
+        )
         if opp:
             result = np.einsum("ij,jhw->ihw", np.linalg.inv(OPP), result)
         for i, p in enumerate(planes):
             value = result[i] / 255
-            out[p] = value if fmt.sample_type == vs.FLOAT else np.clip(np.rint(value * peak), 0,
-                                                                         peak)
+            out[p] = (
+                value if fmt.sample_type == vs.FLOAT else np.clip(np.rint(value * peak), 0, peak)
+            )
     return out
 
 
 CASES = {
     # name: (format, channels, radius, stages, passes as (planes, joint, opp))
     "GRAY8-luma-r1": (vs.GRAY8, "luma", 1, 2, [((0,), False, False)]),
-    "YUV420P10-lumachroma-r0": (vs.YUV420P10, "lumachroma", 0, 2,
-                                [((0,), False, False), ((1, 2), False, False)]),
+    "YUV420P10-lumachroma-r0": (
+        vs.YUV420P10,
+        "lumachroma",
+        0,
+        2,
+        [((0,), False, False), ((1, 2), False, False)],
+    ),
     "YUV444PS-yuv-r1-s1": (vs.YUV444PS, "yuv", 1, 1, [((0, 1, 2), True, False)]),
     "RGB24-rgb-r0": (vs.RGB24, "rgb", 0, 2, [((0, 1, 2), True, True)]),
 }
@@ -67,10 +76,21 @@ def test_matches_the_reference(core, name):
     fmt_id, channels, radius, stages, groups = CASES[name]
     fmt = core.get_video_format(fmt_id)
     clip, frames = make_clip(core, fmt)
-    out = core.avdenoise.Denoise(clip, algorithm="bm3d", channels=channels, radius=radius,
-                                 stages=stages, strength=12.0, device="cpu")
+    out = core.avdenoise.Denoise(
+        clip,
+        algorithm="bm3d",
+        channels=channels,
+        radius=radius,
+        stages=stages,
+        strength=12.0,
+        device="cpu",
+    )
     assert (out.format.id, out.width, out.height, out.num_frames) == (
-        clip.format.id, clip.width, clip.height, clip.num_frames)
+        clip.format.id,
+        clip.width,
+        clip.height,
+        clip.num_frames,
+    )
     for n in (0, 1) if radius else (1,):  # frame 0 clamps the temporal window
         got = frame_planes(out.get_frame(n))
         want = expected_frame(fmt, frames, n, radius, groups, 12.0, stages)
@@ -86,13 +106,16 @@ def test_matches_the_reference(core, name):
 def test_one_stage_is_the_basic_estimate_alone(core):
     fmt = core.get_video_format(vs.GRAY8)
     clip, frames = make_clip(core, fmt)
-    one = core.avdenoise.Denoise(clip, algorithm="bm3d", stages=1, radius=0, strength=12.0,
-                                 device="cpu")
-    two = core.avdenoise.Denoise(clip, algorithm="bm3d", stages=2, radius=0, strength=12.0,
-                                 device="cpu")
+    one = core.avdenoise.Denoise(
+        clip, algorithm="bm3d", stages=1, radius=0, strength=12.0, device="cpu"
+    )
+    two = core.avdenoise.Denoise(
+        clip, algorithm="bm3d", stages=2, radius=0, strength=12.0, device="cpu"
+    )
     basic = np.asarray(one.get_frame(1)[0])
-    np.testing.assert_array_equal(basic, expected_frame(fmt, frames, 1, 0, [((0,), False, False)],
-                                                        12.0, stages=1)[0])
+    np.testing.assert_array_equal(
+        basic, expected_frame(fmt, frames, 1, 0, [((0,), False, False)], 12.0, stages=1)[0]
+    )
     assert not np.array_equal(basic, np.asarray(two.get_frame(1)[0]))
 
 
@@ -100,8 +123,9 @@ def test_one_stage_is_the_basic_estimate_alone(core):
 def test_planes_not_processed_are_bit_identical(core, channels, untouched):
     fmt = core.get_video_format(vs.YUV420P8)
     clip, frames = make_clip(core, fmt)
-    out = core.avdenoise.Denoise(clip, algorithm="bm3d", channels=channels, radius=0, stages=1,
-                                 strength=20.0, device="cpu")
+    out = core.avdenoise.Denoise(
+        clip, algorithm="bm3d", channels=channels, radius=0, stages=1, strength=20.0, device="cpu"
+    )
     got = frame_planes(out.get_frame(1))
     for plane in untouched:
         np.testing.assert_array_equal(got[plane], frames[1][plane])
@@ -123,17 +147,21 @@ def test_per_pass_overrides_reach_their_pass_only(core):
             assert np.array_equal(got[p], base[p]) != (p in changed), (override, p)
 
 
-@pytest.mark.parametrize("fmt_id, channels, groups", [
-    (vs.GRAY16, "luma", [((0,), False, False)]),
-    (vs.RGBS, "rgb", [((0, 1, 2), True, True)]),
-])
+@pytest.mark.parametrize(
+    "fmt_id, channels, groups",
+    [
+        (vs.GRAY16, "luma", [((0,), False, False)]),
+        (vs.RGBS, "rgb", [((0, 1, 2), True, True)]),
+    ],
+)
 def test_ref_pilots_the_wiener_stage_alone(core, fmt_id, channels, groups):
     """ref is the basic estimate: same scaling and colour transform as the clip."""
     fmt = core.get_video_format(fmt_id)
     clip, frames = make_clip(core, fmt)
     basic, pilots = make_clip(core, fmt, seed=10)
-    out = core.avdenoise.Denoise(clip, ref=basic, algorithm="bm3d", channels=channels, radius=1,
-                                 strength=12.0, device="cpu")
+    out = core.avdenoise.Denoise(
+        clip, ref=basic, algorithm="bm3d", channels=channels, radius=1, strength=12.0, device="cpu"
+    )
     for n in (0, 1):
         got = frame_planes(out.get_frame(n))
         want = expected_frame(fmt, frames, n, 1, groups, 12.0, ref_frames=pilots)
@@ -144,11 +172,14 @@ def test_ref_pilots_the_wiener_stage_alone(core, fmt_id, channels, groups):
                 np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(stages=1), r"stages=1 cannot take ref \(ref is the pilot of the Wiener stage"),
-    (dict(lambda_ht=3.0), r"lambda_ht is not used with ref \(only the Wiener stage runs\)"),
-    (dict(chroma_lambda_ht=3.0), r"chroma_lambda_ht is not used with ref"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(stages=1), r"stages=1 cannot take ref \(ref is the pilot of the Wiener stage"),
+        (dict(lambda_ht=3.0), r"lambda_ht is not used with ref \(only the Wiener stage runs\)"),
+        (dict(chroma_lambda_ht=3.0), r"chroma_lambda_ht is not used with ref"),
+    ],
+)
 def test_ref_skips_the_hard_thresholding_stage(core, kwargs, message):
     clip, _ = make_clip(core, core.get_video_format(vs.YUV420P8))
     with pytest.raises(vs.Error, match=r"avdenoise\.Denoise: " + message):

@@ -22,25 +22,37 @@ BAD_ARGUMENTS = [
     (dict(wref=-0.5), r"wref must be a number from 0 to 1e6, got -0.5"),
     (dict(lambda_ht=2.0), r"lambda_ht is not used by algorithm='nlm' \(it applies to 'bm3d'\)"),
     (dict(stages=1), r"stages is not used by algorithm='nlm' \(it applies to 'bm3d'\)"),
-    (dict(algorithm="bm3d", search_radius=3),
-     r"search_radius is not used by algorithm='bm3d' \(it applies to 'nlm'\)"),
+    (
+        dict(algorithm="bm3d", search_radius=3),
+        r"search_radius is not used by algorithm='bm3d' \(it applies to 'nlm'\)",
+    ),
     (dict(algorithm="bm3d", wref=0.5), r"wref is not used by algorithm='bm3d'"),
-    (dict(algorithm="bm3d", lambda_ht=0.0),
-     r"lambda_ht must be a number > 0 and at most 1e6, got 0.0"),
+    (
+        dict(algorithm="bm3d", lambda_ht=0.0),
+        r"lambda_ht must be a number > 0 and at most 1e6, got 0.0",
+    ),
     (dict(algorithm="bm3d", luma_lambda_ht=-1.0), r"luma_lambda_ht must be a number > 0"),
-    (dict(algorithm="bm3d", mismatch_scale=0.0),
-     r"mismatch_scale must be a number > 0 and at most 1e6, got 0.0"),
-    (dict(algorithm="bm3d", chroma_mismatch_scale=float("nan")),
-     r"chroma_mismatch_scale must be a number > 0 and at most 1e6, got nan"),
+    (
+        dict(algorithm="bm3d", mismatch_scale=0.0),
+        r"mismatch_scale must be a number > 0 and at most 1e6, got 0.0",
+    ),
+    (
+        dict(algorithm="bm3d", chroma_mismatch_scale=float("nan")),
+        r"chroma_mismatch_scale must be a number > 0 and at most 1e6, got nan",
+    ),
     (dict(algorithm="bm3d", stages=3), r"stages must be an integer from 1 to 2, got 3"),
     (dict(algorithm="bm3d", block_step=0), r"block_step must be an integer from 1 to 8, got 0"),
     (dict(algorithm="bm3d", bm_range=33), r"bm_range must be an integer from 1 to 32, got 33"),
     (dict(algorithm="bm3d", ps_num=9), r"ps_num must be an integer from 1 to 8, got 9"),
     (dict(algorithm="bm3d", ps_range=0), r"ps_range must be an integer from 1 to 16, got 0"),
-    (dict(algorithm="bm3d", channels="chroma", luma_lambda_ht=2.0),
-     r"luma_lambda_ht is not used with channels='chroma' on this clip; set lambda_ht instead"),
-    (dict(algorithm="bm3d", channels="luma", chroma_mismatch_scale=2.0),
-     r"chroma_mismatch_scale is not used with channels='luma'"),
+    (
+        dict(algorithm="bm3d", channels="chroma", luma_lambda_ht=2.0),
+        r"luma_lambda_ht is not used with channels='chroma' on this clip; set lambda_ht instead",
+    ),
+    (
+        dict(algorithm="bm3d", channels="luma", chroma_mismatch_scale=2.0),
+        r"chroma_mismatch_scale is not used with channels='luma'",
+    ),
     (dict(device="gpu"), r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'gpu'"),
     (dict(device="cuda:x"), r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'cuda:x'"),
     (dict(accelerators=["tpu"]), r"accelerators must be a non-empty list, each item one of"),
@@ -67,8 +79,9 @@ def test_bad_argument(core, kwargs, message):
 )
 def test_unsupported_format(core, fmt, problem):
     clip = core.std.BlankClip(width=32, height=24, format=fmt, length=3)
-    with pytest.raises(vs.Error, match=r"clip must be GRAY, YUV 4:2:0 / 4:2:2 / 4:4:4 or RGB.*got "
-                       + problem):
+    with pytest.raises(
+        vs.Error, match=r"clip must be GRAY, YUV 4:2:0 / 4:2:2 / 4:4:4 or RGB.*got " + problem
+    ):
         core.avdenoise.Denoise(clip)
 
 
@@ -99,8 +112,9 @@ def test_rgb_takes_rgb_only(core, channels):
 )
 def test_ref_must_match_the_clip(core, ref_args):
     clip = core.std.BlankClip(width=32, height=24, format=vs.YUV420P8, length=3)
-    ref = core.std.BlankClip(**{**dict(width=32, height=24, format=vs.YUV420P8, length=3),
-                                **ref_args})
+    ref = core.std.BlankClip(
+        **{**dict(width=32, height=24, format=vs.YUV420P8, length=3), **ref_args}
+    )
     with pytest.raises(vs.Error, match="ref must have the same format, size and length as clip"):
         core.avdenoise.Denoise(clip, ref=ref)
 
@@ -139,8 +153,11 @@ def test_frame_errors_do_not_crash_the_host(core, monkeypatch):
 
 def test_bm3d_needs_planes_of_one_block(core):
     clip = core.std.BlankClip(width=32, height=12, format=vs.YUV420P8, length=3)
-    with pytest.raises(vs.Error, match=r"algorithm='bm3d' needs planes of at least 8x8 pixels, "
-                       r"got 16x6 \(plane 2\)"):
+    with pytest.raises(
+        vs.Error,
+        match=r"algorithm='bm3d' needs planes of at least 8x8 pixels, "
+        r"got 16x6 \(plane 2\)",
+    ):
         core.avdenoise.Denoise(clip, algorithm="bm3d")
     core.avdenoise.Denoise(clip, algorithm="bm3d", channels="luma")  # luma is 32x12
 
@@ -154,7 +171,10 @@ def test_bm3d_without_cuda_names_the_reason(core):
     else:
         pytest.skip("CuPy is installed: the CUDA backend may run")
     clip = core.std.BlankClip(width=32, height=24, format=vs.YUV420P8, length=3)
-    with pytest.raises(vs.Error, match=r"device='cuda' cannot run here "
-                       r"\(cuda: CuPy cannot be imported"):
+    with pytest.raises(
+        vs.Error,
+        match=r"device='cuda' cannot run here "
+        r"\(cuda: CuPy cannot be imported",
+    ):
         core.avdenoise.Denoise(clip, algorithm="bm3d", device="cuda")
     assert core.avdenoise.Denoise(clip, algorithm="bm3d").get_frame(0) is not None

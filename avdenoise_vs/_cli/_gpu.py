@@ -73,7 +73,7 @@ def probe_driver() -> dict[str, Any]:
     except OSError as exc:
         info["error"] = str(exc) or f"{name} cannot be loaded"
         return info
-    except Exception as exc:  # noqa: BLE001  # a stub library without the symbol
+    except Exception as exc:  # a stub library without the symbol
         info["error"] = _error(exc)
         return info
     info["library"] = True
@@ -92,7 +92,7 @@ def cupy_packages() -> list[str]:
             name = (dist.metadata["Name"] or "").lower()
             if name == "cupy" or name.startswith(("cupy-cuda", "cupy-rocm", "amd-cupy")):
                 found.append(f"{name} {dist.version}")
-    except Exception:  # noqa: BLE001, S110  # broken metadata must not stop the doctor
+    except Exception:  # broken metadata must not stop the doctor
         pass
     return sorted(set(found))
 
@@ -126,35 +126,35 @@ def probe_cupy() -> dict[str, Any]:
         "gpu_error": None,
     }
     try:
-        import cupy  # noqa: PLC0415  # optional: the doctor runs where CuPy is missing
+        import cupy  # optional: the doctor runs where CuPy is missing
     except ModuleNotFoundError as exc:
         if exc.name != "cupy":  # installed, but something it needs is missing
             info.update(installed=True, import_error=_error(exc))
         return info
-    except Exception as exc:  # noqa: BLE001  # a broken CUDA install fails with anything
+    except Exception as exc:  # a broken CUDA install fails with anything
         info.update(installed=True, import_error=_error(exc))
         return info
     info.update(installed=True, version=str(getattr(cupy, "__version__", "unknown")))
     try:
         importlib.import_module("cupy.cuda.compiler")
-    except Exception:  # noqa: BLE001, S110  # then the cache directory comes from the environment
+    except Exception:  # then the cache directory comes from the environment
         pass
     try:
         major, minor = cupy.cuda.nvrtc.getVersion()
         info["nvrtc"] = f"{major}.{minor}"
-    except Exception as exc:  # noqa: BLE001  # libnvrtc missing
+    except Exception as exc:  # libnvrtc missing
         info["nvrtc_error"] = _error(exc)
     runtime = cupy.cuda.runtime
     for field, call in (("runtime", "runtimeGetVersion"), ("driver_cuda", "driverGetVersion")):
         try:
             info[field] = cuda_version(int(getattr(runtime, call)()))
-        except Exception:  # noqa: BLE001  # an old CuPy without the call
+        except Exception:  # an old CuPy without the call
             continue
     try:
         count = int(runtime.getDeviceCount())
         for index in range(count):
             info["gpus"].append(_gpu(runtime, index))
-    except Exception as exc:  # noqa: BLE001  # no driver, no device, driver too old
+    except Exception as exc:  # no driver, no device, driver too old
         info["gpu_error"] = _error(exc)
     return info
 

@@ -71,7 +71,7 @@ def probe_vapoursynth() -> dict[str, Any]:
     info.update(plugin_path=None, plugin_version=None, api=None, error=None)
     try:
         info["editable"] = _devload._DEV_LIBRARY.is_file() and not _devload.plugin_installed()
-    except Exception:  # noqa: BLE001
+    except Exception:
         info["editable"] = None
     try:
         done = subprocess.run(
@@ -149,7 +149,7 @@ def _config_file(info: dict[str, Any]) -> dict[str, Any]:
         path = Path(home) / "vapoursynth" / "vapoursynth.toml"
         library = str(vapoursynth.get_vsscript()).replace("/lib64/", "/lib/")
         contents = tomllib.loads(path.read_text()) if path.is_file() else {}
-    except Exception as exc:  # noqa: BLE001  # no VapourSynth, an unreadable file
+    except Exception as exc:  # no VapourSynth, an unreadable file
         info["message"] = _error(exc)
         return info
     info.update(how="config-file", configured=library in contents, message=str(path))
@@ -211,7 +211,7 @@ def probe_cache_dir() -> dict[str, Any]:
     try:
         info["origin"] = _warmup_cache.cache_dir_origin()
         directory = _warmup_cache.cache_dir()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         info["error"] = _error(exc)
         return info
     if directory is None:

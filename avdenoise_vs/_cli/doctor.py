@@ -39,7 +39,7 @@ def _guarded(probe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a probe; a probe that raises anyway reports that instead of ending the doctor."""
     try:
         return probe()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return {"probe_error": f"{type(exc).__name__}: {exc}"}
 
 
@@ -339,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
     report = collect()
     try:
         text = json.dumps(report, indent=2, default=str) if args.json else render(report)
-    except Exception:  # noqa: BLE001  # a probe's odd answer must not hide the others
+    except Exception:  # a probe's odd answer must not hide the others
         text = json.dumps(report, indent=2, default=str)
     print(text)
     return 0 if report["ok"] else 1

@@ -141,7 +141,7 @@ def run_script(path: Path, variables: dict[str, str]) -> int:
     os.chdir(script.parent)
     sys.path.insert(0, str(script.parent))
     try:
-        exec(code, namespace)  # noqa: S102  # the user's own script, as vspipe would run it
+        exec(code, namespace)  # the user's own script, as vspipe would run it
     finally:
         os.chdir(previous)
         if str(script.parent) in sys.path:
@@ -214,7 +214,7 @@ def prewarm(build: Callable[[], int]) -> dict[str, Any]:
         outputs, error = 0, None
         try:
             outputs = build()
-        except Exception as exc:  # noqa: BLE001  # the script's error is the report's
+        except Exception as exc:  # the script's error is the report's
             error = _script_error(exc)
         finally:
             vs.core.remove_log_handler(handle)

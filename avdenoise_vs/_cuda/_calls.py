@@ -75,13 +75,13 @@ class HeldCalls:
         if status:
             self._fail("cuLaunchKernel", status)
 
-    def eventRecord(self, event: int, stream: int) -> None:  # noqa: N802 (CuPy's name)
+    def eventRecord(self, event: int, stream: int) -> None:
         """Record `event` on `stream`."""
         status = self._record(event, stream)
         if status:
             self._fail("cuEventRecord", status)
 
-    def streamWaitEvent(self, stream: int, event: int, flags: int = 0) -> None:  # noqa: N802
+    def streamWaitEvent(self, stream: int, event: int, flags: int = 0) -> None:
         """Make `stream` wait for `event`."""
         status = self._wait(stream, event, flags)
         if status:

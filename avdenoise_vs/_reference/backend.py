@@ -105,9 +105,7 @@ class NumpyBackend:
         frames = slice(center - radius, center + radius + 1)
         values = [self._load(frame, options.planes) for frame in windows[0][frames]]
         guide = (
-            [self._load(f, options.planes) for f in windows[1][frames]]
-            if options.has_ref
-            else None
+            [self._load(f, options.planes) for f in windows[1][frames]] if options.has_ref else None
         )
         out = nlm(
             values,

@@ -54,7 +54,14 @@ def assert_matches(fmt, got: dict, want: dict, context: str) -> float:
 
 
 def compare(
-    fmt, passes, *, frames=(0, 1, 3), num_frames=4, noise=0.02, ref=False, seed=1,
+    fmt,
+    passes,
+    *,
+    frames=(0, 1, 3),
+    num_frames=4,
+    noise=0.02,
+    ref=False,
+    seed=1,
     transfer="staged",
 ):
     """Run both backends on the same synthetic frames and assert parity (by default at the
@@ -257,7 +264,8 @@ def test_non_finite_samples_do_not_spread(family):
         for plane in planes:
             expected = want[plane]
             assert np.array_equal(np.isfinite(got[plane]), np.isfinite(expected))
-            np.testing.assert_allclose(got[plane], expected, rtol=FLOAT_TOLERANCE,
-                                       atol=FLOAT_TOLERANCE, equal_nan=True)
+            np.testing.assert_allclose(
+                got[plane], expected, rtol=FLOAT_TOLERANCE, atol=FLOAT_TOLERANCE, equal_nan=True
+            )
         assert not np.isfinite(want[0][poisoned[n]])
         assert all(int((~np.isfinite(want[p])).sum()) == (p == 0) for p in planes)
