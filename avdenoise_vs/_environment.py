@@ -150,6 +150,21 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         choices=("held", "released"),
     ),
     DebugKey(
+        "early_context",
+        "`on` / `off`",
+        "on",
+        "A CUDA filter starts its device's context in a thread while CuPy is imported "
+        "(`on`), or leaves it to CuPy's first call on the device (`off`).",
+        choices=("on", "off"),
+    ),
+    DebugKey(
+        "thread_states",
+        "a positive integer",
+        "1",
+        "Streams and page-locked buffers made for VapourSynth's threads while the filter "
+        "warms up, rather than on each thread's first frame.",
+    ),
+    DebugKey(
         "bm3d_workspaces",
         "a positive integer",
         "4 spatial, 3 V-BM3D",

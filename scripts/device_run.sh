@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
 #   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache] [ab]
-#                              [benchfleet]
+#                              [benchfleet] [startab]
 # (default: the first five; floor measures a fleet's start-up without the filter, bm3dcache
 # V-BM3D's memory and speed against AVDENOISE_DEBUG's bm3d_cache, BM3D_CACHE_SIZES; ab the A/B
 # runs behind the targets still open: NLM transfers at Y d0, spatial BM3D workspaces, each
@@ -83,6 +83,21 @@ if has ab; then
         echo "## rival"
         python3 scripts/bench_bm3d.py "${ab[@]}" --plugins bm3dcuda --cases "radius 0, luma"
     } 2>&1 | tee "$out/ab.log" | grep -E "^##|^\| (Y|radius)"
+fi
+if has startab; then
+    # Where a worker's start goes, ours warm under each START_VARIANTS item (AVDENOISE_DEBUG
+    # keys, space-separated variants) and the rivals once, START_CASES (bench_fleet names):
+    # one line per cell from scripts/fleet_phases.py.
+    base=(--workers "${FLEET_WORKERS:-16}" --chunk "${FLEET_CHUNK:-240}" --repeat "${FLEET_REPEAT:-2}"
+          --timeout 120 --cases "${START_CASES:-BM3D r0,NLM Y d1}")
+    python3 scripts/bench_fleet.py "${base[@]}" --plugins "${START_RIVALS:-source,bm3dcuda,vszipcu}" \
+        --json "$out/start-rivals.json" >/dev/null 2>>"$out/startab.log"
+    for variant in ${START_VARIANTS:-early_context=off early_context=on early_context=on,thread_states=16}; do
+        AVDENOISE_DEBUG=$(debug "$variant") python3 scripts/bench_fleet.py "${base[@]}" \
+            --plugins avdenoise --cache warm --json "$out/start-${variant//[=,]/_}.json" \
+            >/dev/null 2>>"$out/startab.log"
+    done
+    python3 scripts/fleet_phases.py "$out"/start-*.json | tee "$out/startab.txt"
 fi
 fleet() { python3 scripts/fleet.py scripts/fleet_nlm.vpy --encoder none --timeout 240 "$@"; }
 if has floor; then

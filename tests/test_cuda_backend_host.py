@@ -12,6 +12,7 @@ The kernels themselves are tests/cuda's job.
 from __future__ import annotations
 
 import sys
+import threading
 import types
 
 import numpy as np
@@ -113,14 +114,38 @@ def test_gated_passes_render_through_every_transfer(
     monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 2, raising=False)
     backend, layout, written = _backend("YUV420P16", transfer, radius=radius)
     backend.warm_up()
+    warmed = backend._spare_states[0]  # the warm-up's thread's, for a render thread
+    assert warmed.done is not None and warmed.pending is None
     frames = make_frames(layout)
     order = [n % LENGTH for n in range(3 * LENGTH)]
     results = render_in_threads(backend, layout, frames, order, radius, written, caller)
     for n in range(LENGTH):
         np.testing.assert_array_equal(results[n], expected(frames, n, radius, 0))
     assert 1 <= backend._gate.made <= 2
-    warmed = backend._local.state  # the warm-up's thread
-    assert warmed.done is not None and warmed.pending is None
+
+
+def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):
+    """The warm-up's state, and those made up to ``thread_states``, go to the first render
+    threads: a thread whose frame finds one makes none of its own."""
+    monkeypatch.setenv("AVDENOISE_DEBUG", "thread_states=3")
+    backend, layout, written = _backend("GRAY8", "direct")
+    backend.warm_up()
+    spares = list(backend._spare_states)
+    assert len(spares) == 3 and getattr(backend._local, "state", None) is None
+    frames = make_frames(layout)
+    results = {}
+
+    def render(n: int) -> None:
+        results[n] = (process(backend, layout, frames, n, 1, written), backend._local.state)
+
+    for n in range(2):  # one thread after the other: each takes a spare
+        thread = threading.Thread(target=render, args=(n,))
+        thread.start()
+        thread.join()
+    for n in range(2):
+        np.testing.assert_array_equal(results[n][0][0], expected(frames, n, 1, 0))
+    assert {id(results[n][1]) for n in range(2)} <= {id(state) for state in spares}
+    assert len(backend._spare_states) == 1 and len(backend._states) == 3
 
 
 def test_threads_share_uploads(fake_cuda):

@@ -39,13 +39,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._environment import default, switch
+from .._environment import debug_switch, default, positive_int, switch
 from .._errors import BackendUnavailable
 from .._options import FrameLayout, PlaneOptions
+from .._warmup_report import record_phase
 from . import _transfer
 from ._buffers import SlotLayout, ThreadState
 from ._cache import FrameCache, wait_for
 from ._calls import cuda_calls, set_sync_mode
+from ._context import start_early_context
 from ._gate import GpuGate
 
 __all__ = ["CudaBackend"]
@@ -56,8 +58,8 @@ _WARM_FRAME = 1 << 40  # ... and frame numbers
 _DEVICES_IN_USE: set[int] = set()
 
 
-def _open_device(device_index: int | None):
-    """CuPy and the device number to run on.
+def _open_device(device_index: int | None, sync: str):
+    """CuPy and the device number to run on, the device's context started meanwhile.
 
     Raises BackendUnavailable without CuPy, without a usable driver or without that device.
     """
@@ -67,10 +69,25 @@ def _open_device(device_index: int | None):
     # already exists (another plugin's) keeps its setting.
     connections = "CUDA_DEVICE_MAX_CONNECTIONS"
     os.environ.setdefault(connections, default(connections))
+    early = None
+    if debug_switch("early_context") == "on":
+        ordinal = 0 if device_index is None else device_index
+        early = start_early_context(ordinal, lambda: set_sync_mode(ordinal, sync))
     try:
-        import cupy
-    except Exception as error:  # ImportError, or CUDA libraries that fail to load
-        raise BackendUnavailable(f"CuPy cannot be imported ({error})") from error
+        try:
+            import cupy
+        except Exception as error:  # ImportError, or CUDA libraries that fail to load
+            raise BackendUnavailable(f"CuPy cannot be imported ({error})") from error
+        record_phase("cupy")
+        return cupy, _device_number(cupy, device_index)
+    except BackendUnavailable:
+        if early is not None:
+            early.release()
+        raise
+
+
+def _device_number(cupy, device_index: int | None) -> int:
+    """The device to run on, checked against the devices CuPy sees."""
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except cupy.cuda.runtime.CUDARuntimeError as error:
@@ -80,7 +97,7 @@ def _open_device(device_index: int | None):
     device_id = cupy.cuda.runtime.getDevice() if device_index is None else device_index
     if not 0 <= device_id < count:
         raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
-    return cupy, device_id
+    return device_id
 
 
 def _new_pass(options: PlaneOptions, layout, offsets, pitches, shared_limit: int, device_id):
@@ -152,9 +169,9 @@ class CudaBackend:
         transfer: str = "auto",
     ) -> None:
         transfer = _transfer.setting(transfer)  # a bad value fails before CuPy is looked for
-        cupy, device_id = _open_device(device_index)
         sync = switch("AVDENOISE_CUDA_SYNC")
-        set_sync_mode(device_id, sync)  # before the context starts
+        cupy, device_id = _open_device(device_index, sync)
+        set_sync_mode(device_id, sync)  # the early context's thread may not have got there
         self._runtime = cupy.cuda.runtime
         self._calls = cuda_calls()  # launches and event calls that keep the GIL
         self._cupy = cupy
@@ -188,6 +205,8 @@ class CudaBackend:
         # Live threads' states only: a thread's buffers go with it (threading.local).
         self._states: weakref.WeakSet[ThreadState] = weakref.WeakSet()
         self._states_lock = threading.Lock()
+        self._spare_states: list[ThreadState] = []  # made by the warm-up, for the first threads
+        self._spares_made = 0
         # Gated frames wait for the GPU asleep rather than spinning, unless the user chose a
         # wait mode: with the whole context set to block, V-BM3D at radius 1 ran 331 fps
         # against 249 spinning; sleeping before the download alone, 119 against 106 (H200,
@@ -246,6 +265,20 @@ class CudaBackend:
             )
             for npass in self._passes:
                 npass.forget(frame_numbers)
+        self._make_spare_states()
+
+    def _make_spare_states(self) -> None:
+        """Hand the warm-up's thread state, and more up to ``thread_states``, to the first
+        VapourSynth threads: the thread that creates the filter renders no frame, and a
+        worker's first frames otherwise wait while every thread makes its own."""
+        state = getattr(self._local, "state", None)
+        if state is not None and state.pending is None:
+            del self._local.state
+            self._spare_states.append(state)
+        wanted = positive_int("thread_states") or 1
+        while len(self._spare_states) < wanted:
+            self._spare_states.append(self._make_state())
+        self._spares_made = len(self._spare_states)
 
     def kernel_specs(self) -> tuple:
         """The compile-time specs of the kernels this backend launches, without repeats.
@@ -343,17 +376,29 @@ class CudaBackend:
             self.downloader.finish_here(self._local.state, host_step, dst)
 
     def _new_state(self) -> ThreadState:
-        """The calling thread's stream, output buffer, argument records and the strategies'
-        buffers (its first frame only)."""
+        """The calling thread's state (its first frame only): one made during the warm-up,
+        or a new one."""
+        if not self._spare_states or len(self._spare_states) == self._spares_made:
+            record_phase("first-frame")  # the first thread's, and when spares run out
+        try:
+            state = self._spare_states.pop()  # atomic: threads may start together
+        except IndexError:
+            state = self._make_state()
+        self._local.state = state
+        return state
+
+    def _make_state(self) -> ThreadState:
+        """A stream, output buffer, argument records and the strategies' buffers, for one
+        thread."""
         state = ThreadState(self._cupy.cuda.Stream(non_blocking=True))
         if self._gate is None:  # else lent by the gate, frame by frame
             state.out = self._new_out()
             state.out_ptr = state.out.ptr
             state.args = [npass.new_args(state.out_ptr) for npass in self._passes]
         self.downloader.prepare(state, self.uploader)
-        self._local.state = state
         with self._states_lock:
             self._states.add(state)
+        record_phase("thread-state")
         return state
 
     def _new_out(self):

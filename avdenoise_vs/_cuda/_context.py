@@ -1,0 +1,91 @@
+"""Start the device's CUDA context in a thread while CuPy is imported.
+
+A worker of an Av1an fleet pays, before its first frame, for importing CuPy (CPU work, with
+the GIL) and for creating the CUDA context (driver work, mostly outside the process, slowest
+when a whole fleet starts at once). Neither needs the other: the driver's calls, made through
+ctypes, release the GIL, so a thread can create the device's primary context, the one CuPy's
+runtime calls then use, while the main thread imports CuPy.
+
+Everything here is best effort: a driver that cannot be loaded or refuses a call leaves the
+context to CuPy, as without this module. Nothing here raises.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+
+from .._warmup_report import record_phase
+
+__all__ = ["EarlyContext", "start_early_context"]
+
+logger = logging.getLogger(__name__)
+
+#: The early contexts of this process, by device ordinal: one thread a device, however many
+#: filters a script creates.
+_STARTED: dict[int, EarlyContext] = {}
+_STARTED_LOCK = threading.Lock()
+
+
+def start_early_context(device_index: int | None, before_context) -> EarlyContext:
+    """The device's :class:`EarlyContext`, started by the first call for that device."""
+    ordinal = 0 if device_index is None else device_index
+    with _STARTED_LOCK:
+        early = _STARTED.get(ordinal)
+        if early is None:
+            early = _STARTED[ordinal] = EarlyContext(ordinal, before_context)
+        return early
+
+
+class EarlyContext:
+    """The primary context of one device, being created in a daemon thread.
+
+    Parameters
+    ----------
+    device_index : int or None
+        The CUDA device (None: device 0, CuPy's current device in a fresh process). Runtime and
+        driver number devices alike, both after ``CUDA_VISIBLE_DEVICES``.
+    before_context : callable
+        Called in the thread before the context is created: what must be set while no
+        context exists (the primary context's wait flags, see ``_calls.set_sync_mode``).
+    """
+
+    def __init__(self, device_index: int | None, before_context) -> None:
+        self._ordinal = 0 if device_index is None else device_index
+        self._before = before_context
+        self._driver = None
+        self._device = ctypes.c_int()
+        self._retained = False
+        self._thread = threading.Thread(target=self._run, name="avdenoise-context", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            driver = ctypes.CDLL("libcuda.so.1")
+            status = driver.cuInit(0) or driver.cuDeviceGet(
+                ctypes.byref(self._device), self._ordinal
+            )
+            if status:
+                logger.debug("avdenoise: early context: no device %d (%s)", self._ordinal, status)
+                return
+            self._before()
+            context = ctypes.c_void_p()
+            status = driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), self._device)
+            if status:
+                logger.debug("avdenoise: early context: retain failed (%s)", status)
+                return
+            self._driver, self._retained = driver, True
+            record_phase("context")
+        except Exception as error:  # OSError without a driver; nothing here may fail a render
+            logger.debug("avdenoise: early context: %s", error)
+
+    def release(self) -> None:
+        """Give the context back when no backend of this process will use it (CuPy missing,
+        no such device), so that it does not hold device memory for nothing."""
+        self._thread.join()
+        if self._retained:
+            self._retained = False
+            self._driver.cuDevicePrimaryCtxRelease(self._device)
+        with _STARTED_LOCK:  # a later filter may try again
+            _STARTED.pop(self._ordinal, None)

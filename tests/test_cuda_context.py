@@ -1,0 +1,61 @@
+"""The early CUDA context (``_cuda/_context.py``): a driver's calls in order, without a GPU."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from avdenoise_vs._cuda import _context
+
+
+class FakeDriver:
+    """The driver calls the early context makes, recorded; `fail` names one that fails."""
+
+    def __init__(self, calls: list, fail: str = "") -> None:
+        self.calls, self.fail = calls, fail
+
+    def __getattr__(self, name: str):
+        def call(*args):
+            self.calls.append(name)
+            return 1 if name == self.fail else 0
+
+        return call
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    calls: list[str] = []
+    state = {"fail": ""}
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeDriver(calls, state["fail"]))
+    monkeypatch.setattr(_context, "_STARTED", {})
+    return calls, state
+
+
+def test_the_context_is_retained_after_the_flags_and_released_on_request(driver):
+    calls, _ = driver
+    early = _context.start_early_context(1, lambda: calls.append("flags"))
+    assert _context.start_early_context(1, lambda: None) is early  # one a device
+    early.release()
+    assert calls == ["cuInit", "cuDeviceGet", "flags", "cuDevicePrimaryCtxRetain",
+                     "cuDevicePrimaryCtxRelease"]  # fmt: skip
+    assert _context.start_early_context(1, lambda: None) is not early  # released: anew
+
+
+@pytest.mark.parametrize("failing", ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"])
+def test_a_refusing_driver_leaves_the_context_to_cupy(driver, failing):
+    calls, state = driver
+    state["fail"] = failing
+    early = _context.start_early_context(0, lambda: calls.append("flags"))
+    early.release()
+    assert "cuDevicePrimaryCtxRelease" not in calls
+    assert ("flags" in calls) == (failing == "cuDevicePrimaryCtxRetain")
+
+
+def test_no_driver_at_all_is_no_error(monkeypatch):
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    monkeypatch.setattr(_context, "_STARTED", {})
+    _context.start_early_context(None, lambda: pytest.fail("no flags without a driver")).release()
