@@ -29,6 +29,8 @@ __all__ = ["select_backend"]
 
 logger = logging.getLogger(__name__)
 
+#: Most thread states made ahead of the first frames (each holds page-locked buffers).
+_MAX_PREPARED_THREADS = 64
 #: Longest cause quoted in a warning: an NVRTC log can run to pages.
 _CAUSE_CHARS = 300
 #: What a kept GPU backend whose warm-up failed does (see the module notes).
@@ -176,9 +178,25 @@ def _warm_up(backend) -> str | None:
     key = warmup.kernel_key(backend.kernel_specs(), device=backend.device_id)
     outcome = warmup.warm_up(key, backend.warm_up)
     if outcome.ok:
+        _prepare_threads(backend)
         warmup.record_phase("warm")
         return None
     error = outcome.error
     first_line = (str(error).strip().splitlines() or [""])[0]
     cause = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
     return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 3] + "..."
+
+
+def _prepare_threads(backend) -> None:
+    """Give a warm GPU backend the states of the core's threads; a failure (out of
+    page-locked memory) only leaves them to each thread's first frame."""
+    try:
+        import vapoursynth
+
+        threads = vapoursynth.core.num_threads
+    except Exception:  # no core here (a backend made outside a script): one thread's state
+        threads = 1
+    try:
+        backend.prepare_threads(min(threads, _MAX_PREPARED_THREADS))
+    except Exception as error:  # nothing the threads need is lost: they make their own
+        logger.debug("avdenoise: preparing the threads' states failed: %s", error)

@@ -160,9 +160,16 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
     DebugKey(
         "thread_states",
         "a positive integer",
-        "1",
-        "Streams and page-locked buffers made for VapourSynth's threads while the filter "
-        "warms up, rather than on each thread's first frame.",
+        "the core's threads",
+        "Threads whose streams and page-locked buffers are made when the filter is created, "
+        "after its warm-up, rather than on each thread's first frame.",
+    ),
+    DebugKey(
+        "split_compile",
+        "a positive integer",
+        "unset",
+        "Threads NVRTC may use to compile one BM3D module (`--split-compile`), for cold "
+        "caches; unset, one.",
     ),
     DebugKey(
         "bm3d_workspaces",

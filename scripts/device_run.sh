@@ -85,16 +85,19 @@ if has ab; then
     } 2>&1 | tee "$out/ab.log" | grep -E "^##|^\| (Y|radius)"
 fi
 if has startab; then
-    # Where a worker's start goes, ours warm under each START_VARIANTS item (AVDENOISE_DEBUG
-    # keys, space-separated variants) and the rivals once, START_CASES (bench_fleet names):
-    # one line per cell from scripts/fleet_phases.py.
+    # Where a worker's start goes, ours under each of START_VARIANTS (space-separated; each
+    # variable assignments joined by '+', e.g. AVDENOISE_CUDA_SYNC=block+AVDENOISE_DEBUG=x=1)
+    # on START_CACHE (warm), and START_RIVALS once, for START_CASES (bench_fleet names): one
+    # line per cell from scripts/fleet_phases.py.
     base=(--workers "${FLEET_WORKERS:-16}" --chunk "${FLEET_CHUNK:-240}" --repeat "${FLEET_REPEAT:-2}"
           --timeout 120 --cases "${START_CASES:-BM3D r0,NLM Y d1}")
-    python3 scripts/bench_fleet.py "${base[@]}" --plugins "${START_RIVALS:-source,bm3dcuda,vszipcu}" \
-        --json "$out/start-rivals.json" >/dev/null 2>>"$out/startab.log"
-    for variant in ${START_VARIANTS:-early_context=off early_context=on early_context=on,thread_states=16}; do
-        AVDENOISE_DEBUG=$(debug "$variant") python3 scripts/bench_fleet.py "${base[@]}" \
-            --plugins avdenoise --cache warm --json "$out/start-${variant//[=,]/_}.json" \
+    if [[ -n ${START_RIVALS-source,bm3dcuda,vszipcu} ]]; then
+        python3 scripts/bench_fleet.py "${base[@]}" --plugins "${START_RIVALS-source,bm3dcuda,vszipcu}" \
+            --json "$out/start-rivals.json" >/dev/null 2>>"$out/startab.log"
+    fi
+    for variant in ${START_VARIANTS:-AVDENOISE_CUDA_SYNC=auto}; do
+        env ${variant//+/ } python3 scripts/bench_fleet.py "${base[@]}" --plugins avdenoise \
+            --cache "${START_CACHE:-warm}" --json "$out/start-${variant//[=,+]/_}.json" \
             >/dev/null 2>>"$out/startab.log"
     done
     python3 scripts/fleet_phases.py "$out"/start-*.json | tee "$out/startab.txt"

@@ -58,7 +58,7 @@ def main(paths: list[str]) -> int:
                 phases = " ".join(f"{n}={medians[n]:.2f}" for n in names)
                 fps = statistics.median(r["fps"] for r in runs)
                 print(
-                    f"{Path(path).stem:24} {row.get('case', row.get('label', '?'))[:22]:22} "
+                    f"{Path(path).stem[6:]:34} {row.get('case', row.get('label', '?'))[:22]:22} "
                     f"{column:14} fps={fps:.0f} {phases} first={medians.get('first_frame_s', 0):.2f} "
                     f"wall={medians.get('wall_s', 0):.2f}"
                 )

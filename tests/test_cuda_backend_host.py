@@ -114,7 +114,7 @@ def test_gated_passes_render_through_every_transfer(
     monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 2, raising=False)
     backend, layout, written = _backend("YUV420P16", transfer, radius=radius)
     backend.warm_up()
-    warmed = backend._spare_states[0]  # the warm-up's thread's, for a render thread
+    warmed = backend._local.state  # the warm-up's thread's
     assert warmed.done is not None and warmed.pending is None
     frames = make_frames(layout)
     order = [n % LENGTH for n in range(3 * LENGTH)]
@@ -125,12 +125,14 @@ def test_gated_passes_render_through_every_transfer(
 
 
 def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):
-    """The warm-up's state, and those made up to ``thread_states``, go to the first render
+    """The warm-up's state, and those made up to the core's threads, go to the first render
     threads: a thread whose frame finds one makes none of its own."""
-    monkeypatch.setenv("AVDENOISE_DEBUG", "thread_states=3")
     backend, layout, written = _backend("GRAY8", "direct")
     backend.warm_up()
+    warmed = backend._local.state
+    backend.prepare_threads(3)
     spares = list(backend._spare_states)
+    assert warmed in spares
     assert len(spares) == 3 and getattr(backend._local, "state", None) is None
     frames = make_frames(layout)
     results = {}
@@ -146,6 +148,14 @@ def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):
         np.testing.assert_array_equal(results[n][0][0], expected(frames, n, 1, 0))
     assert {id(results[n][1]) for n in range(2)} <= {id(state) for state in spares}
     assert len(backend._spare_states) == 1 and len(backend._states) == 3
+
+
+def test_thread_states_overrides_the_core_threads(fake_cuda, monkeypatch):
+    monkeypatch.setenv("AVDENOISE_DEBUG", "thread_states=2")
+    backend, _, _ = _backend("GRAY8", "direct")
+    backend.warm_up()
+    backend.prepare_threads(16)
+    assert len(backend._spare_states) == 2
 
 
 def test_threads_share_uploads(fake_cuda):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import cupy
 
+from .._environment import positive_int
 from ._bm3d_source import BM3D_KERNELS, Bm3dSpec, bm3d_source
 from ._source import CUDA_OPTIONS, NlmSpec, nlm_source
 
@@ -26,4 +27,6 @@ def get_bm3d_kernels(spec: Bm3dSpec) -> dict[str, cupy.RawKernel]:
     """The BM3D kernels for `spec` on the current device, by name; one module, compiled once
     (CuPy shares the module of equal sources)."""
     source = bm3d_source(spec)
-    return {name: cupy.RawKernel(source, name, options=CUDA_OPTIONS) for name in BM3D_KERNELS}
+    threads = positive_int("split_compile")
+    options = CUDA_OPTIONS + ((f"--split-compile={threads}",) if threads else ())
+    return {name: cupy.RawKernel(source, name, options=options) for name in BM3D_KERNELS}

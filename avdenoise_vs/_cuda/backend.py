@@ -265,17 +265,17 @@ class CudaBackend:
             )
             for npass in self._passes:
                 npass.forget(frame_numbers)
-        self._make_spare_states()
 
-    def _make_spare_states(self) -> None:
-        """Hand the warm-up's thread state, and more up to ``thread_states``, to the first
-        VapourSynth threads: the thread that creates the filter renders no frame, and a
-        worker's first frames otherwise wait while every thread makes its own."""
+    def prepare_threads(self, threads: int) -> None:
+        """Make the states of `threads` VapourSynth threads now (after the warm-up, outside
+        its queue): the thread that creates the filter renders no frame, and a worker's first
+        frames otherwise wait while every thread makes its own streams and page-locked
+        buffers. The warm-up's own state is the first of them."""
         state = getattr(self._local, "state", None)
         if state is not None and state.pending is None:
             del self._local.state
             self._spare_states.append(state)
-        wanted = positive_int("thread_states") or 1
+        wanted = positive_int("thread_states") or threads
         while len(self._spare_states) < wanted:
             self._spare_states.append(self._make_state())
         self._spares_made = len(self._spare_states)
