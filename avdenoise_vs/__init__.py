@@ -14,13 +14,18 @@ from __future__ import annotations
 
 from ._api import bm3d, denoise, nlmeans
 from ._devload import load_into_core
-from ._options import Distance, FrameLayout, PlaneOptions, WeightMode
+from ._options import Distance, FrameLayout, WeightMode
+from ._settings import Algorithm, Bm3dSettings, NlmSettings, PassSettings, Stages
 from ._version import __version__
 
 __all__ = [
+    "Algorithm",
+    "Bm3dSettings",
     "Distance",
     "FrameLayout",
-    "PlaneOptions",
+    "NlmSettings",
+    "PassSettings",
+    "Stages",
     "WeightMode",
     "__version__",
     "bm3d",

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 from ._errors import BackendUnavailable
 from ._log import vs_warning
-from ._options import FrameLayout, PlaneOptions
+from ._options import FrameLayout
+from ._settings import PassSettings
 
 __all__ = ["select_backend"]
 
@@ -45,7 +46,7 @@ def select_backend(
     function: str,
     device: str,
     accelerators: Sequence[str],
-    passes: tuple[PlaneOptions, ...],
+    passes: tuple[PassSettings, ...],
     layout: FrameLayout,
 ):
     """Build and warm up the backend for a call.

@@ -9,10 +9,11 @@ from typing import Any
 from ._backends import select_backend
 from ._layout import check_same_layout, layout_from_info
 from ._log import vs_warning
-from ._options import FrameLayout, PlaneOptions
+from ._options import FrameLayout
 from ._params import BM3D_PARAMS, DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
 from ._paramspec import Param, parse_arguments
 from ._passes import plan_bm3d_passes, plan_passes, untouched_planes
+from ._settings import Algorithm, PassSettings
 
 __all__ = [
     "BACKEND_PROPERTY",
@@ -27,7 +28,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Turns a clip's layout into the passes that denoise it.
-Planner = Callable[[FrameLayout], tuple[PlaneOptions, ...]]
+Planner = Callable[[FrameLayout], tuple[PassSettings, ...]]
 
 
 #: Frame property of every output frame naming the backend that made it ('cuda' or 'cpu'),
@@ -64,12 +65,12 @@ def backend_name(backend) -> str:
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.Denoise``: validate the arguments and build its plan."""
     values = parse_arguments("Denoise", DENOISE_PARAMS, args, algorithm_key="algorithm")
-    if values["algorithm"] == "bm3d":
+    if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         _check_bm3d_ref("Denoise", args)
 
     written = values["channels"] if "channels" in args else None
 
-    def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
+    def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
         return plan_passes("Denoise", values, layout, written)
 
     return _build_plan("Denoise", values, planner, ref_arg="ref")
@@ -85,7 +86,7 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     written = knlm["channels"] if channels is not None else None
     spelling = {value: name for name, value in KNLM_CHANNELS.items() if value is not None}
     # Start from Denoise's own defaults, so that every setting a pass reads is present.
-    values = {param.name: param.default_for("nlm") for param in DENOISE_PARAMS}
+    values = {param.name: param.default_for(Algorithm.NLM.value) for param in DENOISE_PARAMS}
     values.update(
         clip=knlm["clip"],
         ref=knlm["rclip"],
@@ -99,7 +100,7 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
         device=device,
     )
 
-    def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
+    def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
         return plan_passes("NLMeans", values, layout, written, spelling)
 
     return _build_plan("NLMeans", values, planner, ref_arg="rclip", device_id=knlm["device_id"])
@@ -107,7 +108,7 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
 
 def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.BM3D``: BM3DCUDA's signature and meaning (see ``plan_bm3d_passes``)."""
-    values = parse_arguments("BM3D", BM3D_PARAMS, args, algorithm="bm3d")
+    values = parse_arguments("BM3D", BM3D_PARAMS, args, algorithm=Algorithm.BM3D.value)
     warn_ignored("BM3D", BM3D_PARAMS, values, args)
     _check_bm3d_ref("BM3D", args)
     if values["device_id"] is not None:
@@ -118,7 +119,7 @@ def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
             )
         values["device"] = f"cuda:{values['device_id']}"
 
-    def planner(layout: FrameLayout) -> tuple[PlaneOptions, ...]:
+    def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
         return plan_bm3d_passes("BM3D", values, layout)
 
     return _build_plan("BM3D", values, planner, ref_arg="ref", device_id=values["device_id"])

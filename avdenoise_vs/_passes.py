@@ -1,10 +1,11 @@
-"""Split a validated call into denoising passes (:class:`PlaneOptions`), one per plane group.
+"""Split a validated call into denoising passes, one per plane group: each an
+:class:`~._settings.NlmSettings` or a :class:`~._settings.Bm3dSettings`.
 
 ``Denoise``: ``channels`` and the per-plane strengths decide which planes are denoised
 together. BM3D uses the same groups; its chroma pass filters each chroma plane on its own (see
-:class:`PlaneOptions`). ``BM3D``: planes with the same settings share a pass, and ``chroma``
-makes one joint pass. The planes that no pass writes are passed through untouched by the
-bridge.
+:class:`~._settings.Bm3dSettings`). ``BM3D``: planes with the same settings share a pass, and
+``chroma`` makes one joint pass. The planes that no pass writes are passed through untouched
+by the bridge.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._layout import family_name
-from ._options import ColorFamily, Distance, FrameLayout, PlaneOptions, WeightMode
+from ._options import ColorFamily, Distance, FrameLayout, WeightMode
+from ._settings import Algorithm, Bm3dSettings, NlmSettings, PassSettings, Stages
 
 __all__ = ["plan_bm3d_passes", "plan_passes", "untouched_planes"]
 
@@ -31,7 +33,7 @@ def plan_passes(
     layout: FrameLayout,
     written: str | None,
     spelling: Mapping[str, str] | None = None,
-) -> tuple[PlaneOptions, ...]:
+) -> tuple[PassSettings, ...]:
     """The passes a call runs, in order.
 
     Parameters
@@ -61,12 +63,12 @@ def plan_passes(
     said = _Said(function, channels if written is None else written, spelling)
     groups = _channel_groups(said, channels, layout)
     _check_overrides(function, values, groups, said.written)
-    if values["algorithm"] == "bm3d":
+    if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         _check_bm3d_size(function, layout, groups)
     return tuple(_pass(values, planes, distance) for planes, distance in groups)
 
 
-def untouched_planes(layout: FrameLayout, passes: tuple[PlaneOptions, ...]) -> tuple[int, ...]:
+def untouched_planes(layout: FrameLayout, passes: tuple[PassSettings, ...]) -> tuple[int, ...]:
     """Planes no pass writes: the bridge shares them with the source frame, bit for bit."""
     written = {plane for options in passes for plane in options.written_planes}
     return tuple(p for p in range(layout.num_planes) if p not in written)
@@ -154,9 +156,10 @@ def _setting(values: Mapping[str, Any], base: str, distance: Distance) -> Any:
     return override if override is not None else values[base]
 
 
-def _pass(values: Mapping[str, Any], planes: tuple[int, ...], distance: Distance) -> PlaneOptions:
+def _pass(values: Mapping[str, Any], planes: tuple[int, ...], distance: Distance) -> PassSettings:
+    """One pass of Denoise's algorithm over `planes`."""
     strength = float(_setting(values, "strength", distance))
-    if values["algorithm"] == "bm3d":
+    if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         return _bm3d_pass(
             values,
             planes,
@@ -166,8 +169,7 @@ def _pass(values: Mapping[str, Any], planes: tuple[int, ...], distance: Distance
             mismatch_scale=float(_setting(values, "mismatch_scale", distance)),
             **{name: values[name] for name in _BM3D_GRID},
         )
-    return PlaneOptions(
-        algorithm="nlm",
+    return NlmSettings(
         planes=planes,
         distance=distance,
         strength=strength,
@@ -190,38 +192,31 @@ def _bm3d_pass(
     distance: Distance,
     strengths: tuple[float, ...],
     **settings: Any,
-) -> PlaneOptions:
+) -> Bm3dSettings:
     """A BM3D pass; `settings` holds lambda_ht, mismatch_scale and the :data:`_BM3D_GRID`.
 
-    With ``ref`` only the Wiener stage runs, with ``ref`` as its pilot (see
-    :class:`PlaneOptions`); lambda_ht is then kept but not read.
+    With ``ref`` only the Wiener stage runs, with ``ref`` as its pilot (:attr:`Stages.WIENER`);
+    lambda_ht is then kept but not read.
     """
-    return PlaneOptions(
-        algorithm="bm3d",
+    return Bm3dSettings(
         planes=planes,
         distance=distance,
-        strength=strengths[0],
+        plane_strengths=strengths,
         radius=values["radius"],
-        search_radius=None,
-        patch_radius=None,
-        wmode=None,
-        wref=None,
-        has_ref=values["ref"] is not None,
-        stages=values["stages"],
-        plane_strengths=strengths if len(set(strengths)) > 1 else None,
+        stages=Stages.from_parameter(values["stages"], has_ref=values["ref"] is not None),
         **settings,
     )
 
 
 def plan_bm3d_passes(
     function: str, values: Mapping[str, Any], layout: FrameLayout
-) -> tuple[PlaneOptions, ...]:
+) -> tuple[Bm3dSettings, ...]:
     """The passes of a ``BM3D`` call, with BM3DCUDA's meaning of its arguments.
 
-    Without ``ref`` the hard-thresholding stage runs (``stages=1``), with it the Wiener stage
-    alone (``stages=2, has_ref=True``). Per-plane lists are padded with their last value;
-    planes of sigma 0 get no pass (with ``chroma`` they are read but not written), and chroma
-    planes of equal settings share one.
+    Without ``ref`` the hard-thresholding stage runs (:attr:`Stages.HARD_THRESHOLD`), with it
+    the Wiener stage alone (:attr:`Stages.WIENER`). Per-plane lists are padded with their last
+    value; planes of sigma 0 get no pass (with ``chroma`` they are read but not written), and
+    chroma planes of equal settings share one.
 
     Raises
     ------

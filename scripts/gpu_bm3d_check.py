@@ -27,18 +27,18 @@ from _clips import SyntheticClip, layout
 from gpu_check import throughput
 
 from avdenoise_vs._cuda.backend import CudaBackend
-from avdenoise_vs._options import Distance, PlaneOptions
+from avdenoise_vs._options import Distance
+from avdenoise_vs._settings import Bm3dSettings, Stages
 
 HD = dict(width=1920, height=1080)
 
 
 def bm3d(planes, distance, radius, stages=1, sigma=3.0):
     """A BM3D pass at BM3DCUDA's defaults."""
-    return PlaneOptions(
-        algorithm="bm3d", planes=planes, distance=distance, strength=sigma, radius=radius,
-        search_radius=None, patch_radius=None, wmode=None, wref=None, has_ref=False,
-        stages=stages, lambda_ht=2.7, mismatch_scale=1.0, block_step=8, bm_range=9,
-        ps_num=2, ps_range=4,
+    return Bm3dSettings(
+        planes=planes, distance=distance, plane_strengths=(sigma,) * len(planes), radius=radius,
+        stages=Stages.from_parameter(stages, has_ref=False), lambda_ht=2.7, mismatch_scale=1.0,
+        block_step=8, bm_range=9, ps_num=2, ps_range=4,
     )  # fmt: skip
 
 

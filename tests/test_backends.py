@@ -17,11 +17,11 @@ from avdenoise_vs._options import (
     ColorFamily,
     Distance,
     FrameLayout,
-    PlaneOptions,
     SampleType,
     WeightMode,
 )
 from avdenoise_vs._reference.backend import NumpyBackend
+from avdenoise_vs._settings import NlmSettings
 
 vs = pytest.importorskip("vapoursynth")
 
@@ -31,9 +31,9 @@ __all__: list[str] = []
 
 LAYOUT = FrameLayout(32, 24, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
 PASSES = (
-    PlaneOptions(
-        algorithm="nlm", planes=(0,), distance=Distance.LUMA, strength=1.2, radius=1,
-        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0, has_ref=False,
+    NlmSettings(
+        planes=(0,), distance=Distance.LUMA, strength=1.2, radius=1, has_ref=False,
+        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0,
     ),
 )  # fmt: skip
 
@@ -60,7 +60,7 @@ class _FakeCuda:
         self.built.append(self)
 
     def kernel_specs(self) -> tuple:
-        return tuple(("fake-spec", p.algorithm, p.radius) for p in self.passes)
+        return tuple(("fake-spec", p.algorithm.value, p.radius) for p in self.passes)
 
     def _compile(self) -> None:
         self.compiles += 1

@@ -13,6 +13,7 @@ from avdenoise_vs._params import BM3D_PARAMS
 from avdenoise_vs._paramspec import parse_arguments
 from avdenoise_vs._passes import plan_bm3d_passes
 from avdenoise_vs._reference.vbm3d import FrameList, vbm3d
+from avdenoise_vs._settings import Stages
 
 from .vsclips import clip_from_planes, frame_planes, random_planes
 
@@ -154,7 +155,8 @@ def test_planes_with_equal_settings_share_a_pass(core, kwargs, groups):
     passes = passes_of(core, vs.YUV444P8, **kwargs)
     got = [(o.planes, o.distance, o.strength, o.block_step) for o in passes]
     assert got == groups
-    assert all(o.stages == 1 and not o.has_ref and o.plane_strengths is None for o in passes)
+    assert all(o.stages is Stages.HARD_THRESHOLD and not o.has_ref for o in passes)
+    assert all(o.plane_strengths == (o.strength,) * len(o.planes) for o in passes)
 
 
 def test_chroma_sigmas_go_to_one_joint_pass(core):

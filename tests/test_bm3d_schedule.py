@@ -21,7 +21,8 @@ import pytest
 from avdenoise_vs._cuda import _cache
 from avdenoise_vs._cuda import bm3d as gpu_bm3d
 from avdenoise_vs._cuda._bm3d_source import BM3D_KERNELS
-from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, PlaneOptions, SampleType
+from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType
+from avdenoise_vs._settings import Bm3dSettings, Stages
 
 LENGTH = 14
 
@@ -122,11 +123,10 @@ def schedule(monkeypatch):
     monkeypatch.setattr(gpu_bm3d.Bm3dPass, "_basic_estimate", spy_basic)
 
     def make(radius: int, stages: int, ref: bool = False, sample_type=SampleType.INTEGER):
-        options = PlaneOptions(
-            algorithm="bm3d", planes=(0,), distance=Distance.LUMA, strength=5.0,
-            radius=radius, search_radius=None, patch_radius=None, wmode=None, wref=None,
-            has_ref=ref, stages=stages, lambda_ht=2.7, mismatch_scale=1.0, block_step=8,
-            bm_range=4, ps_num=2, ps_range=2,
+        options = Bm3dSettings(
+            planes=(0,), distance=Distance.LUMA, plane_strengths=(5.0,), radius=radius,
+            stages=Stages.from_parameter(stages, ref), lambda_ht=2.7, mismatch_scale=1.0,
+            block_step=8, bm_range=4, ps_num=2, ps_range=2,
         )  # fmt: skip
         bits = 32 if sample_type is SampleType.FLOAT else 8
         layout = FrameLayout(40, 32, ColorFamily.GRAY, 0, 0, bits, sample_type)

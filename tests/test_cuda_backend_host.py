@@ -24,10 +24,10 @@ from avdenoise_vs._options import (
     ColorFamily,
     Distance,
     FrameLayout,
-    PlaneOptions,
     SampleType,
     WeightMode,
 )
+from avdenoise_vs._settings import Bm3dSettings, NlmSettings, Stages
 
 from ._cuda_host import (
     LENGTH,
@@ -47,10 +47,10 @@ def fake_cuda(monkeypatch):
     return install(monkeypatch)
 
 
-def _nlm(planes, distance, radius=1) -> PlaneOptions:
-    return PlaneOptions(
-        algorithm="nlm", planes=planes, distance=distance, strength=1.2, radius=radius,
-        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0, has_ref=False,
+def _nlm(planes, distance, radius=1) -> NlmSettings:
+    return NlmSettings(
+        planes=planes, distance=distance, strength=1.2, radius=radius, has_ref=False,
+        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0,
     )  # fmt: skip
 
 
@@ -320,11 +320,10 @@ def test_failed_bm3d_compile_leaves_the_pass_retryable(monkeypatch):
     from avdenoise_vs._cuda._bm3d_source import BM3D_KERNELS
 
     layout = FrameLayout(32, 24, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
-    options = PlaneOptions(
-        algorithm="bm3d", planes=(0,), distance=Distance.LUMA, strength=3.0, radius=0,
-        search_radius=None, patch_radius=None, wmode=None, wref=None, has_ref=False,
-        stages=2, lambda_ht=2.7, mismatch_scale=1.0, block_step=3, bm_range=4, ps_num=2,
-        ps_range=4,
+    options = Bm3dSettings(
+        planes=(0,), distance=Distance.LUMA, plane_strengths=(3.0,), radius=0,
+        stages=Stages.BOTH, lambda_ht=2.7, mismatch_scale=1.0, block_step=3, bm_range=4,
+        ps_num=2, ps_range=4,
     )  # fmt: skip
     npass = cuda_bm3d.Bm3dPass(options, layout, {0: 0}, {0: 512})
     attempts = []

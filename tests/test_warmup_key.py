@@ -17,10 +17,10 @@ from avdenoise_vs._options import (
     ColorFamily,
     Distance,
     FrameLayout,
-    PlaneOptions,
     SampleType,
     WeightMode,
 )
+from avdenoise_vs._settings import Bm3dSettings, NlmSettings, PassSettings, Stages
 from avdenoise_vs.warmup import kernel_key
 
 __all__: list[str] = []
@@ -30,15 +30,17 @@ ENVIRONMENT = "cupy=14.2.0;nvrtc=13.0;sm=90"
 SHARED_LIMIT = 227 * 1024
 """Shared memory per block of an H200, which decides the NLM tile height."""
 
-NLM = PlaneOptions(
-    algorithm="nlm", planes=(0,), distance=Distance.LUMA, strength=1.2, radius=1,
-    search_radius=2, patch_radius=4, wmode=WeightMode.WELSCH, wref=1.0, has_ref=False,
+NLM = NlmSettings(
+    planes=(0,), distance=Distance.LUMA, strength=1.2, radius=1, has_ref=False,
+    search_radius=2, patch_radius=4, wmode=WeightMode.WELSCH, wref=1.0,
 )  # fmt: skip
-BM3D = PlaneOptions(
-    algorithm="bm3d", planes=(0,), distance=Distance.LUMA, strength=3.0, radius=0,
-    search_radius=None, patch_radius=None, wmode=None, wref=None, has_ref=False, stages=2,
+BM3D = Bm3dSettings(
+    planes=(0,), distance=Distance.LUMA, plane_strengths=(3.0,), radius=0, stages=Stages.BOTH,
     lambda_ht=2.7, mismatch_scale=1.0, block_step=3, bm_range=19, ps_num=2, ps_range=4,
 )  # fmt: skip
+#: Another strength, for each pass (a BM3D pass holds one per plane).
+OTHER_STRENGTH = {NLM: {"strength": 7.5}, BM3D: {"plane_strengths": (7.5,)}}
+TINY_STRENGTH = {NLM: {"strength": 0.3}, BM3D: {"plane_strengths": (0.3,)}}
 
 
 def _layout(width: int = 64, height: int = 48, bits: int = 8) -> FrameLayout:
@@ -46,27 +48,27 @@ def _layout(width: int = 64, height: int = 48, bits: int = 8) -> FrameLayout:
     return FrameLayout(width, height, ColorFamily.GRAY, 0, 0, bits, sample)
 
 
-def _spec(options: PlaneOptions, layout: FrameLayout):
+def _spec(options: PassSettings, layout: FrameLayout):
     """The spec the CUDA backend would build for this pass (see ``_cuda/backend.py``)."""
     pitch = {0: -(-layout.width * layout.dtype.itemsize // 512) * 512}
-    if options.algorithm == "bm3d":
+    if isinstance(options, Bm3dSettings):
         return Bm3dPass(options, layout, {0: 0}, pitch).spec
     probe = NlmPass(options, layout, {0: 0}, {0: 0}, pitch, 32)
     tile_height = choose_tile_height(probe.spec, SHARED_LIMIT)
     return NlmPass(options, layout, {0: 0}, {0: 0}, pitch, tile_height).spec
 
 
-def _key(options: PlaneOptions, layout: FrameLayout | None = None, **changes: object) -> int:
+def _key(options: PassSettings, layout: FrameLayout | None = None, **changes: object) -> int:
     options = dataclasses.replace(options, **changes)
     return kernel_key([_spec(options, layout or _layout())], environment=ENVIRONMENT)
 
 
 @pytest.mark.parametrize("options", [NLM, BM3D], ids=["nlm", "bm3d"])
-def test_strength_and_frame_size_share_a_key(options: PlaneOptions) -> None:
+def test_strength_and_frame_size_share_a_key(options: PassSettings) -> None:
     key = _key(options)
-    assert _key(options, strength=7.5) == key
+    assert _key(options, **OTHER_STRENGTH[options]) == key
     assert _key(options, _layout(1920, 1080)) == key
-    assert _key(options, _layout(33, 17), strength=0.3) == key
+    assert _key(options, _layout(33, 17), **TINY_STRENGTH[options]) == key
 
 
 def test_nlm_launch_settings_share_a_key() -> None:
@@ -75,7 +77,10 @@ def test_nlm_launch_settings_share_a_key() -> None:
 
 def test_bm3d_launch_settings_share_a_key() -> None:
     key = _key(BM3D)
-    assert _key(BM3D, lambda_ht=3.5, mismatch_scale=2.0, block_step=8, stages=1) == key
+    assert (
+        _key(BM3D, lambda_ht=3.5, mismatch_scale=2.0, block_step=8, stages=Stages.HARD_THRESHOLD)
+        == key
+    )
 
 
 @pytest.mark.parametrize(
@@ -98,7 +103,7 @@ def test_bm3d_kernel_settings_change_the_key(changes: dict[str, object]) -> None
 
 @pytest.mark.parametrize("options", [NLM, BM3D], ids=["nlm", "bm3d"])
 @pytest.mark.parametrize("bits", [16, 32])
-def test_sample_type_changes_the_key(options: PlaneOptions, bits: int) -> None:
+def test_sample_type_changes_the_key(options: PassSettings, bits: int) -> None:
     assert _key(options, _layout(bits=bits)) != _key(options)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._options import FrameLayout, PlaneOptions
+from .._options import FrameLayout
+from .._settings import PassSettings
 
 __all__ = ["ALIGN", "Pinned", "SlotLayout", "ThreadState"]
 
@@ -29,7 +30,7 @@ class SlotLayout:
     ----------
     layout : FrameLayout
         The clip's layout.
-    passes : tuple of PlaneOptions
+    passes : tuple of PassSettings
         The passes; the slot holds every plane one of them reads (and writes: the same).
 
     Attributes
@@ -46,7 +47,7 @@ class SlotLayout:
 
     __slots__ = ("copies", "dtype", "nbytes", "planes", "shapes", "written")
 
-    def __init__(self, layout: FrameLayout, passes: tuple[PlaneOptions, ...]) -> None:
+    def __init__(self, layout: FrameLayout, passes: tuple[PassSettings, ...]) -> None:
         itemsize = layout.dtype.itemsize
         self.dtype = layout.dtype
         self.planes: dict[int, tuple[int, int, int, int]] = {}

@@ -41,7 +41,8 @@ import numpy as np
 
 from .._environment import debug_switch, default, positive_int, switch
 from .._errors import BackendUnavailable
-from .._options import FrameLayout, PlaneOptions
+from .._options import FrameLayout
+from .._settings import Bm3dSettings, PassSettings
 from .._warmup_report import record_phase
 from . import _transfer
 from ._buffers import SlotLayout, ThreadState
@@ -100,12 +101,12 @@ def _device_number(cupy, device_index: int | None) -> int:
     return device_id
 
 
-def _new_pass(options: PlaneOptions, layout, offsets, pitches, shared_limit: int, device_id):
-    """The GPU pass object of one :class:`PlaneOptions`: NLM or BM3D.
+def _new_pass(options: PassSettings, layout, offsets, pitches, shared_limit: int, device_id):
+    """The GPU pass object of one :data:`PassSettings`: NLM or BM3D.
 
     Raises BackendUnavailable when the device lacks the shared memory the pass needs.
     """
-    if options.algorithm == "bm3d":
+    if isinstance(options, Bm3dSettings):
         from .bm3d import MAX_PLANE_SIDE, Bm3dPass
 
         npass = Bm3dPass(options, layout, offsets, pitches)
@@ -135,7 +136,7 @@ class CudaBackend:
 
     Parameters
     ----------
-    passes : tuple of PlaneOptions
+    passes : tuple of PassSettings
         The passes to run, in order; each writes its own planes.
     layout : FrameLayout
         Layout of the clip (and of ``ref``).
@@ -161,7 +162,7 @@ class CudaBackend:
 
     def __init__(
         self,
-        passes: tuple[PlaneOptions, ...],
+        passes: tuple[PassSettings, ...],
         layout: FrameLayout,
         device_index: int | None = None,
         *,

@@ -47,9 +47,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._environment import positive_int
-from .._options import Distance, FrameLayout, PlaneOptions, SampleType
+from .._options import Distance, FrameLayout, SampleType
 from .._reference._bm3d_stages import TAU_WIENER, ht_match_threshold
 from .._reference.backend import bm3d_sigmas
+from .._settings import Bm3dSettings, Stages
 from ._bm3d_source import BM3D_WARPS, Bm3dSpec
 from ._cache import FrameCache, wait_for
 from ._calls import KernelArgs, cuda_calls
@@ -179,11 +180,11 @@ class _Window:
 
 
 class Bm3dPass:
-    """Everything needed to run one BM3D :class:`PlaneOptions` pass, built once per backend.
+    """Everything needed to run one :class:`Bm3dSettings` pass, built once per backend.
 
     Parameters
     ----------
-    options : PlaneOptions
+    options : Bm3dSettings
     layout : FrameLayout
     offsets : dict of int to int
         Byte offset of each plane inside a frame slot and inside an output buffer.
@@ -195,7 +196,7 @@ class Bm3dPass:
 
     def __init__(
         self,
-        options: PlaneOptions,
+        options: Bm3dSettings,
         layout: FrameLayout,
         offsets: dict[int, int],
         pitch: dict[int, int],
@@ -219,7 +220,7 @@ class Bm3dPass:
         # slot (src[0][0]) for the pixels that no group reached. Integer frames never need it.
         self._finish_reads_source = layout.sample_type is SampleType.FLOAT
         self.run_hard = not options.has_ref
-        self.run_wiener = options.stages == 2 or options.has_ref
+        self.run_wiener = Stages.WIENER in options.stages
         self._top = "wiener" if self.run_wiener else "hard"
         channels = self.spec.channels
         work_pitch = -(-width // _ALIGN) * _ALIGN

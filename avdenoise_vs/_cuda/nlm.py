@@ -37,8 +37,9 @@ import threading
 
 import numpy as np
 
-from .._options import Distance, FrameLayout, PlaneOptions, SampleType, WeightMode
+from .._options import Distance, FrameLayout, SampleType, WeightMode
 from .._reference.nlm import temporal_radius_at, weight_scale
+from .._settings import NlmSettings
 from ._calls import KernelArgs, cuda_calls
 from ._source import BLOCK_WIDTH, CENTRE_REGISTER_LIMIT, NlmSpec, nlm_shared_bytes
 
@@ -81,11 +82,11 @@ def args_dtype(window: int) -> np.dtype:
 
 
 class NlmPass:
-    """Everything needed to launch one :class:`PlaneOptions` pass, built once per backend.
+    """Everything needed to launch one :class:`NlmSettings` pass, built once per backend.
 
     Parameters
     ----------
-    options : PlaneOptions
+    options : NlmSettings
     layout : FrameLayout
     slot_offsets, out_offsets : dict of int to int
         Byte offset of each plane inside a frame slot and inside an output buffer.
@@ -100,7 +101,7 @@ class NlmPass:
 
     def __init__(
         self,
-        options: PlaneOptions,
+        options: NlmSettings,
         layout: FrameLayout,
         slot_offsets: dict[int, int],
         out_offsets: dict[int, int],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._options import WeightMode
 from .._paramspec import Choice, Param, Pattern, Range
+from .._settings import Algorithm
 
 __all__ = [
     "ACCELERATORS",
@@ -15,11 +16,11 @@ __all__ = [
 ]
 
 #: Algorithms by name.
-ALGORITHMS = ("nlm", "bm3d")
+ALGORITHMS = tuple(algorithm.value for algorithm in Algorithm)
 CHANNELS = ("luma", "chroma", "lumachroma", "yuv", "rgb")
 ACCELERATORS = ("cuda", "cpu")
-_NLM = ("nlm",)
-_BM3D = ("bm3d",)
+_NLM = (Algorithm.NLM.value,)
+_BM3D = (Algorithm.BM3D.value,)
 
 #: Largest float setting: far past any useful one (a deviation of 10^6 codes is 4000 times the
 #: 8-bit range), small enough that what the float32 kernels derive from it stays finite (sigma^2,

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._options import Distance, FrameLayout, PlaneOptions, SampleType
+from .._options import Distance, FrameLayout, SampleType
 from .._planes import plane_array
+from .._settings import Bm3dSettings, NlmSettings, PassSettings
 from .nlm import nlm, temporal_radius_at
 from .vbm3d import vbm3d
 
@@ -42,16 +43,16 @@ OPP_NOISE = np.linalg.norm(OPP, axis=1)
 _BM3D_SCALE = 255.0
 
 
-def bm3d_sigmas(options: PlaneOptions) -> tuple[float, ...]:
+def bm3d_sigmas(options: Bm3dSettings) -> tuple[float, ...]:
     """The noise deviation of each channel a BM3D pass filters (8-bit units).
 
     RGB passes filter in :data:`OPP`, where white noise of deviation ``strength`` in each RGB
-    plane has ``strength * OPP_NOISE[c]`` in channel c; other passes take ``plane_strengths``
-    or ``strength`` for every plane. The first is the one blocks are matched with.
+    plane has ``strength * OPP_NOISE[c]`` in channel c; other passes take ``plane_strengths``.
+    The first is the one blocks are matched with.
     """
     if options.distance is Distance.RGB:
         return tuple(float(options.strength * norm) for norm in OPP_NOISE)
-    return options.plane_strengths or (options.strength,) * len(options.planes)
+    return options.plane_strengths
 
 
 class _WindowClip:
@@ -75,7 +76,7 @@ class NumpyBackend:
 
     Parameters
     ----------
-    passes : tuple of PlaneOptions
+    passes : tuple of PassSettings
         The passes to run, in order; each writes its own planes.
     layout : FrameLayout
         Layout of the clip (and of ``ref``).
@@ -83,7 +84,7 @@ class NumpyBackend:
 
     name = "cpu"
 
-    def __init__(self, passes: tuple[PlaneOptions, ...], layout: FrameLayout) -> None:
+    def __init__(self, passes: tuple[PassSettings, ...], layout: FrameLayout) -> None:
         self.passes = passes
         self.layout = layout
 
@@ -91,13 +92,13 @@ class NumpyBackend:
         """Fill the processed planes of ``dst`` (the bridge's frame protocol)."""
         center = len(frame_numbers) // 2
         for options in self.passes:
-            if options.algorithm == "bm3d":
+            if isinstance(options, Bm3dSettings):
                 self._bm3d_pass(options, n, frame_numbers, windows, dst)
             else:
                 self._nlm_pass(options, n, center, windows, dst)
 
     def _nlm_pass(
-        self, options: PlaneOptions, n: int, center: int, windows: tuple, dst: tuple
+        self, options: NlmSettings, n: int, center: int, windows: tuple, dst: tuple
     ) -> None:
         """One NLM pass on samples in [0, 1] (integer) or as they are (float), over
         KNLMeansCL's window at frame `n` (the middle of the bridge's)."""
@@ -121,13 +122,13 @@ class NumpyBackend:
         for index, plane in enumerate(options.planes):
             self._store(dst[plane], plane, out[index])
 
-    def _bm3d_pass(self, options: PlaneOptions, n: int, numbers, windows: tuple, dst) -> None:
+    def _bm3d_pass(self, options: Bm3dSettings, n: int, numbers, windows: tuple, dst) -> None:
         """One BM3D pass in 8-bit scale: OPP for RGB, joint for YUV/RGB, else per plane.
 
         V-BM3D as :mod:`~avdenoise_vs._reference.vbm3d` defines it, on the frames the bridge
         handed over (``options.window_radius`` on each side of n). With ``has_ref`` only the
         Wiener stage runs, piloted by the ``ref`` clip (see
-        :class:`~avdenoise_vs._options.PlaneOptions`).
+        :attr:`~avdenoise_vs._settings.Stages.WIENER`).
         """
         clip = _WindowClip(n, numbers, self._bm3d_window(options, windows[0]))
         pilot = None
@@ -138,7 +139,7 @@ class NumpyBackend:
             n,
             bm3d_sigmas(options),
             radius=options.radius,
-            stages=options.stages,
+            stages=options.stages.parameter,
             pilot=pilot,
             lambda_ht=options.lambda_ht,
             block_step=options.block_step,
@@ -160,7 +161,7 @@ class NumpyBackend:
             if plane in options.written_planes:
                 self._store(dst[plane], plane, out[index])
 
-    def _bm3d_window(self, options: PlaneOptions, window: tuple) -> list[np.ndarray]:
+    def _bm3d_window(self, options: Bm3dSettings, window: tuple) -> list[np.ndarray]:
         """A window's planes of the pass in 8-bit scale (``value * 255 / peak``), OPP for RGB.
 
         BM3D's sigma is the strength there. Float chroma (centred at 0) stays centred at 0,

@@ -126,7 +126,7 @@ class _FakeCuda:
         self._frames = NumpyBackend(passes, layout)
 
     def kernel_specs(self) -> tuple:
-        return tuple(("fake-spec", p.algorithm, p.radius, p.distance) for p in self.passes)
+        return tuple(("fake-spec", p.algorithm.value, p.radius, p.distance) for p in self.passes)
 
     def warm_up(self) -> None:
         type(self).compiles += 1

@@ -11,10 +11,10 @@ from avdenoise_vs._options import (
     ColorFamily,
     Distance,
     FrameLayout,
-    PlaneOptions,
     SampleType,
     WeightMode,
 )
+from avdenoise_vs._settings import NlmSettings
 
 __all__ = [
     "SyntheticClip",
@@ -44,9 +44,8 @@ def layout(family="gray", sub_w=0, sub_h=0, bits=8, width=37, height=29) -> Fram
 
 
 def options(planes, distance, *, h=4.0, r=1, a=2, s=2, wmode=0, wref=1.0, ref=False):
-    """A PlaneOptions pass with short keyword names (KNLMeansCL's h, d, a, s)."""
-    return PlaneOptions(
-        algorithm="nlm",
+    """An NLM pass with short keyword names (KNLMeansCL's h, d, a, s)."""
+    return NlmSettings(
         planes=tuple(planes),
         distance=distance,
         strength=float(h),
@@ -59,7 +58,7 @@ def options(planes, distance, *, h=4.0, r=1, a=2, s=2, wmode=0, wref=1.0, ref=Fa
     )
 
 
-def lumachroma(**kwargs) -> tuple[PlaneOptions, ...]:
+def lumachroma(**kwargs) -> tuple[NlmSettings, ...]:
     """The default two passes of a YUV clip: luma, then chroma jointly."""
     return (options((0,), Distance.LUMA, **kwargs), options((1, 2), Distance.CHROMA, **kwargs))
 

@@ -20,8 +20,9 @@ from ._gpu import require_cuda
 require_cuda()
 
 from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
-from avdenoise_vs._options import Distance, PlaneOptions  # noqa: E402
+from avdenoise_vs._options import Distance  # noqa: E402
 from avdenoise_vs._reference.backend import NumpyBackend  # noqa: E402
+from avdenoise_vs._settings import Bm3dSettings, Stages  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -39,11 +40,10 @@ SIGMA = 10.0
 
 def bm3d_options(planes, distance, *, radius=0, stages=2, ref=False, step=3, bm_range=6):
     """A BM3D pass with the defaults of Denoise except a smaller search (fast oracle)."""
-    return PlaneOptions(
-        algorithm="bm3d", planes=tuple(planes), distance=distance, strength=SIGMA,
-        radius=radius, search_radius=None, patch_radius=None, wmode=None, wref=None,
-        has_ref=ref, stages=stages, lambda_ht=2.7, mismatch_scale=1.0, block_step=step,
-        bm_range=bm_range, ps_num=2, ps_range=3,
+    return Bm3dSettings(
+        planes=tuple(planes), distance=distance, plane_strengths=(SIGMA,) * len(planes),
+        radius=radius, stages=Stages.from_parameter(stages, ref), lambda_ht=2.7,
+        mismatch_scale=1.0, block_step=step, bm_range=bm_range, ps_num=2, ps_range=3,
     )  # fmt: skip
 
 

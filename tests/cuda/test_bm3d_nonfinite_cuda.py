@@ -24,6 +24,7 @@ require_cuda()
 from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
 from avdenoise_vs._options import Distance  # noqa: E402
 from avdenoise_vs._reference.backend import NumpyBackend  # noqa: E402
+from avdenoise_vs._settings import Stages  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -60,7 +61,7 @@ def _reach(options) -> int:
     up to bm_range + r ps_range from their reference block. The Wiener stage of two stages
     matches on the basic estimate, changed that far: as far again."""
     one = 2 * (BM_RANGE + options.radius * PS_RANGE) + 7
-    return one * (2 if options.stages == 2 and not options.has_ref else 1)
+    return one * (2 if options.stages is Stages.BOTH else 1)
 
 
 def _compare(fmt, passes, bad: dict, *, ref_bad: dict | None = None, frames=(1, 2)):

@@ -20,10 +20,10 @@ from avdenoise_vs._options import (
     ColorFamily,
     Distance,
     FrameLayout,
-    PlaneOptions,
     SampleType,
     WeightMode,
 )
+from avdenoise_vs._settings import NlmSettings
 
 __all__: list[str] = []
 
@@ -104,7 +104,17 @@ def test_backend_unavailable_without_cupy(monkeypatch):
 
     fmt = FrameLayout(16, 16, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
     passes = (
-        PlaneOptions("nlm", (0,), Distance.LUMA, 1.2, 1, 2, 4, WeightMode.WELSCH, 1.0, False),
+        NlmSettings(
+            planes=(0,),
+            distance=Distance.LUMA,
+            strength=1.2,
+            radius=1,
+            has_ref=False,
+            search_radius=2,
+            patch_radius=4,
+            wmode=WeightMode.WELSCH,
+            wref=1.0,
+        ),
     )
     with pytest.raises(BackendUnavailable, match="CuPy"):
         CudaBackend(passes, fmt, device_index=None)
