@@ -105,11 +105,11 @@ VARIABLES: tuple[Variable, ...] = (
         "`auto` / `spin` / `yield` / `block`",
         "auto",
         "How a VapourSynth thread waits for the GPU: spin on a core, yield it between polls, "
-        "or sleep until the GPU is done. `auto`: the driver's choice (spin while a process "
-        "has fewer contexts than the machine has cores), except that BM3D frames sleep "
-        "before their download, which ran V-BM3D about 10% faster (the whole context set "
-        "to `block`: a third faster, but NLM 6-13% slower). Spinning costs CPU that an "
-        "Av1an fleet's encoders and other workers could use.",
+        "or sleep until the GPU is done. `auto`: NLM leaves it to the driver (spin while a "
+        "process has fewer contexts than the machine has cores); a process whose first CUDA "
+        "filter runs BM3D yields, and its frames sleep before their download: a fleet of "
+        "V-BM3D workers ran 19% faster than spinning. Spinning costs CPU that an Av1an "
+        "fleet's sources, encoders and other workers could use.",
         choices=("auto", "spin", "yield", "block"),
     ),
     Variable(
@@ -167,9 +167,9 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
     DebugKey(
         "split_compile",
         "a positive integer",
-        "unset",
-        "Threads NVRTC may use to compile one BM3D module (`--split-compile`), for cold "
-        "caches; unset, one.",
+        "the machine's cores",
+        "Threads NVRTC may use to compile one BM3D module (`--split-compile`): how fast a "
+        "cold cache warms.",
     ),
     DebugKey(
         "bm3d_workspaces",

@@ -101,6 +101,21 @@ def _device_number(cupy, device_index: int | None) -> int:
     return device_id
 
 
+def _wait_mode(sync: str, passes: tuple[PassSettings, ...]) -> str:
+    """How the process's threads wait for the device: the user's ``AVDENOISE_CUDA_SYNC``, or
+    for ``auto`` with a BM3D pass, yield between polls.
+
+    An Av1an fleet's CPU is shared by every worker's source and filters, and a BM3D frame
+    waits long for the GPU: 16 workers x 240 frames of V-BM3D radius 1 ran 261 fps yielding,
+    247 asleep and 220 spinning, BM3D radius 0 631, 644 and 631 (H200, docs/BENCHMARKS.md:
+    "Wait modes in a fleet"). The first CUDA filter of a process decides, since the flags
+    belong to its context.
+    """
+    if sync == "auto" and any(isinstance(options, Bm3dSettings) for options in passes):
+        return "yield"
+    return sync
+
+
 def _new_pass(options: PassSettings, layout, offsets, pitches, shared_limit: int, device_id):
     """The GPU pass object of one :data:`PassSettings`: NLM or BM3D.
 
@@ -171,8 +186,9 @@ class CudaBackend:
     ) -> None:
         transfer = _transfer.setting(transfer)  # a bad value fails before CuPy is looked for
         sync = switch("AVDENOISE_CUDA_SYNC")
-        cupy, device_id = _open_device(device_index, sync)
-        set_sync_mode(device_id, sync)  # the early context's thread may not have got there
+        wait_mode = _wait_mode(sync, passes)
+        cupy, device_id = _open_device(device_index, wait_mode)
+        set_sync_mode(device_id, wait_mode)  # the early context's thread may not have got there
         self._runtime = cupy.cuda.runtime
         self._calls = cuda_calls()  # launches and event calls that keep the GIL
         self._cupy = cupy
