@@ -12,7 +12,8 @@ every parameter, which VapourSynth's own functions cannot.
 
 from __future__ import annotations
 
-from ._api import bm3d, denoise, nlmeans
+from typing import TYPE_CHECKING
+
 from ._devload import load_into_core
 from ._options import Distance, FrameLayout, WeightMode
 from ._settings import Algorithm, Bm3dSettings, NlmSettings, PassSettings, Stages
@@ -32,5 +33,25 @@ __all__ = [
     "denoise",
     "nlmeans",
 ]
+
+if TYPE_CHECKING:
+    from ._api import bm3d, denoise, nlmeans
+
+#: The typed API, imported on first use: VapourSynth imports this package in every process
+#: that loads plugins, and building the functions' signatures and docs takes 30-60 ms.
+_LAZY = ("bm3d", "denoise", "nlmeans")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import _api
+
+        return getattr(_api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 load_into_core()
