@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
 #   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache] [ab]
-#                              [benchfleet] [startab]
+#                              [benchfleet] [startab] [doctor]
 # (default: the first five; floor measures a fleet's start-up without the filter, bm3dcache
 # V-BM3D's memory and speed against AVDENOISE_DEBUG's bm3d_cache, BM3D_CACHE_SIZES; ab the A/B
 # runs behind the targets still open: NLM transfers at Y d0, spatial BM3D workspaces, each
@@ -37,6 +37,9 @@ python3 -c "import cupy, vapoursynth as vs; print('cupy', cupy.__version__, 'VS'
 if has tests; then
     python3 -m pytest -q -x -p no:cacheprovider tests/cuda tests/test_denoise.py \
         tests/test_nlmeans.py tests/test_vspipe.py tests/test_bridge_host_step.py 2>&1 | tee "$out/tests.log" | tail -15
+fi
+if has doctor; then
+    python3 -m avdenoise_vs doctor > "$out/doctor.txt" 2>&1; echo "doctor exit $?"; tail -8 "$out/doctor.txt"
 fi
 if has bench; then
     python3 scripts/bench_nlm.py --seconds "${BENCH_SECONDS:-2}" --repeat "${BENCH_REPEAT:-1}" \

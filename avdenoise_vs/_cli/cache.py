@@ -100,8 +100,11 @@ def _list(args: argparse.Namespace, listing: CacheListing, origin: str) -> int:
     return 1 if listing.error else 0
 
 
-def describe(listing: CacheListing, origin: str, *, indent: str = "") -> list[str]:
-    """Lines that describe a cache directory, for ``cache list`` and ``doctor``."""
+def describe(
+    listing: CacheListing, origin: str, *, indent: str = "", most: int | None = None
+) -> list[str]:
+    """Lines that describe a cache directory, for ``cache list`` and ``doctor``; `most` stamps
+    at most, the newest first (a long-used cache holds one stamp per script shape)."""
     lines = [f"{indent}cache directory: {listing.directory} (from {_origin_words(origin)})"]
     if listing.error:
         return [*lines, f"{indent}  cannot be read: {listing.error}"]
@@ -114,7 +117,8 @@ def describe(listing: CacheListing, origin: str, *, indent: str = "") -> list[st
     count = len(listing.stamps)
     newest = f", newest {_when(listing.stamps[0].mtime)}" if count else ""
     lines.append(f"{indent}  warm-up stamps: {count}{newest}; lock files: {len(listing.locks)}")
-    for stamp in listing.stamps:
+    shown = listing.stamps if most is None else listing.stamps[:most]
+    for stamp in shown:
         writer = f"avdenoise_vs {stamp.version}" if stamp.version else "unknown writer"
         lines.append(f"{indent}    {stamp.key}  {_when(stamp.mtime)}  {writer}")
         if stamp.env:
@@ -122,6 +126,10 @@ def describe(listing: CacheListing, origin: str, *, indent: str = "") -> list[st
         lines.extend(f"{indent}      {spec_summary(spec)}" for spec in stamp.specs)
         if not stamp.env and not stamp.specs:
             lines.append(f"{indent}      (its text does not say what it is for)")
+    if len(shown) < count:
+        lines.append(
+            f"{indent}    ... and {count - len(shown)} older: python -m avdenoise_vs cache list"
+        )
     if listing.stamp_temps:
         lines.append(f"{indent}  orphaned stamp temporaries: {len(listing.stamp_temps)}")
     if listing.others:

@@ -307,6 +307,10 @@ def _vapoursynth_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Stamps the doctor lists; ``cache list`` shows them all.
+_STAMPS_SHOWN = 5
+
+
 def render(report: dict[str, Any]) -> str:
     """The text report of `collect`."""
     from avdenoise_vs._cli.cache import describe
@@ -317,7 +321,8 @@ def render(report: dict[str, Any]) -> str:
     lines += ["", "Kernel cache"]
     if cache.get("directory"):
         listing = scan(Path(cache["directory"]))
-        lines += describe(listing, cache.get("origin") or "?", indent="  ")
+        origin = cache.get("origin") or "?"
+        lines += describe(listing, origin, indent="  ", most=_STAMPS_SHOWN)
         if cache.get("writable") is False:
             lines.append(f"  not writable: {cache.get('error')}")
     elif cache.get("origin") == "in-memory":

@@ -103,6 +103,19 @@ def test_a_fake_cupy_gives_the_gpu_lines(fake_cupy: Path) -> None:
         assert word not in problems
 
 
+def test_the_doctor_lists_the_newest_stamps_and_points_to_cache_list(fake_cupy: Path) -> None:
+    keys = [KEY + offset for offset in range(1, 9)]
+    for age, key in enumerate(keys):
+        path = fake_cupy / f"warm-{key:032x}.stamp"
+        assert _warmup_files.write_stamp(path, key, ("env cupy=14.1.0;nvrtc=13.0;sm=90",))
+        os.utime(path, (2_000_000_000 - age, 2_000_000_000 - age))  # keys[0] is the newest
+    text = doctor.render(doctor.collect())
+    assert "warm-up stamps: 9, newest" in text
+    shown = [key for key in keys if f"{key:032x}" in text]
+    assert shown == keys[: doctor._STAMPS_SHOWN]
+    assert f"... and {9 - doctor._STAMPS_SHOWN} older: python -m avdenoise_vs cache list" in text
+
+
 def test_a_fake_cupy_without_nvrtc_asks_for_the_ctk_wheels(
     fake_cupy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
