@@ -13,7 +13,7 @@ def thread_debug(logger: logging.Logger, message: str, *args) -> None:
 
     Under vspipe (R79) a log record from a VapourSynth worker thread can raise inside
     VapourSynth's logging bridge (``'PythonVSScriptLoggingBridge' object has no attribute
-    'parent'``, seen on 2026-11-30), which would turn a debug message into a failed frame.
+    'parent'``), which would turn a debug message into a failed frame.
     """
     try:
         logger.debug(message, *args)

@@ -1,4 +1,4 @@
-"""BM3D speed and quality benchmark: ours against BM3DCUDA and vszipcu in one run (issue #5).
+"""BM3D speed and quality benchmark: ours against BM3DCUDA and vszipcu in one run.
 
     python scripts/bench_bm3d.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3] [--repeat N]
                                  [--append docs/BENCHMARKS.md] [--json out.json]

@@ -11,6 +11,7 @@ against the GPU rivals comes from the algorithm (docs/BENCHMARKS.md).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -63,4 +64,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     main()

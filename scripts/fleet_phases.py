@@ -10,6 +10,7 @@ that runs with different ``AVDENOISE_DEBUG`` settings sit side by side.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -66,4 +67,6 @@ def main(paths: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="+", help="bench_fleet.py --json files")
+    sys.exit(main(parser.parse_args().paths))

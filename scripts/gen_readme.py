@@ -6,6 +6,7 @@ python scripts/gen_readme.py --check  # exit 1 if README.md is out of date
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -38,8 +39,11 @@ def render(text: str) -> str:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    check = parser.parse_args().check
     current = README.read_text()
     wanted = render(current)
-    if "--check" in sys.argv:
+    if check:
         sys.exit(0 if current == wanted else "README.md is out of date: run scripts/gen_readme.py")
     README.write_text(wanted)

@@ -9,6 +9,7 @@ the same ones for type checkers and editors, which do not run the package.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -54,8 +55,11 @@ def render() -> str:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the stub is out of date")
+    check = parser.parse_args().check
     wanted = render()
-    if "--check" in sys.argv:
+    if check:
         current = STUB.read_text() if STUB.exists() else ""
         sys.exit(
             0

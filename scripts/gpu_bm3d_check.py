@@ -22,13 +22,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
 
-import cupy
 from _clips import SyntheticClip, layout
-from gpu_check import throughput
+from gpu_check import load_cupy, throughput
 
 from avdenoise_vs._cuda.backend import CudaBackend
 from avdenoise_vs._options import Distance
 from avdenoise_vs._settings import Bm3dSettings, Stages
+
+#: CuPy, imported in :func:`main` once the arguments are parsed (``--help`` needs none).
+cupy = None
 
 HD = dict(width=1920, height=1080)
 
@@ -118,6 +120,8 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=400)
     parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bm3d.json"))
     args = parser.parse_args()
+    global cupy
+    cupy = load_cupy()
     names = [n for n in CONFIGS if not args.only or n in args.only.split(",")]
     rows = []
     for name in names:

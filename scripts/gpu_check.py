@@ -28,12 +28,25 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
 
-import cupy
 from _clips import SyntheticClip, layout, lumachroma, new_dst, options, run, view
 
 from avdenoise_vs._cuda.backend import CudaBackend
 from avdenoise_vs._options import Distance, WeightMode
 from avdenoise_vs._reference.backend import NumpyBackend
+
+#: CuPy, imported by :func:`load_cupy` once the arguments are parsed, so that ``--help`` works
+#: on a machine without it.
+cupy = None
+
+
+def load_cupy():
+    """Import CuPy for this module's functions and return it."""
+    global cupy
+    import cupy as module
+
+    cupy = module
+    return module
+
 
 PARITY = [
     (
@@ -405,6 +418,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="substring of the timing configs to run")
     parser.add_argument("--scaling", default="", help="thread counts: fps at each, nothing else")
     args = parser.parse_args()
+    load_cupy()
     if args.scaling:
         scaling([int(t) for t in args.scaling.split(",")], args.only)
         return

@@ -9,7 +9,7 @@ import vapoursynth as vs
 from avdenoise_vs._bridge import plugin_functions
 from avdenoise_vs._layout import layout_from_info
 from avdenoise_vs._options import Distance
-from avdenoise_vs._params import BM3D_PARAMS
+from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
 from avdenoise_vs._paramspec import parse_arguments
 from avdenoise_vs._passes import plan_bm3d_passes
 from avdenoise_vs._reference.vbm3d import FrameList, vbm3d
@@ -358,7 +358,8 @@ def test_only_processed_planes_need_one_block(core):
 
 def test_compatibility_arguments_are_accepted_with_a_warning(core):
     """fast, extractor_exp and num_streams change nothing: the script runs, and VapourSynth's
-    log says so once per argument given (none for arguments left out)."""
+    log says so once per argument given (none for arguments left out), for every argument the
+    tables mark ignored."""
     messages: list[str] = []
 
     def handler(kind: int, text: str) -> None:
@@ -368,7 +369,7 @@ def test_compatibility_arguments_are_accepted_with_a_warning(core):
     handle = core.add_log_handler(handler)
     try:
         clip = core.std.BlankClip(width=32, height=32, format=vs.GRAYS, length=1)
-        core.avdenoise.BM3D(clip, fast=False, extractor_exp=3, device="cpu")
+        core.avdenoise.BM3D(clip, fast=False, extractor_exp=3, num_streams=4, device="cpu")
         core.avdenoise.BM3D(clip, device="cpu")
         core.avdenoise.NLMeans(core.std.BlankClip(format=vs.GRAY8, length=1), num_streams=2)
     finally:
@@ -376,6 +377,15 @@ def test_compatibility_arguments_are_accepted_with_a_warning(core):
     assert [m.split(":")[1].strip() for m in messages] == [
         "fast=False changes nothing here",
         "extractor_exp=3 changes nothing here",
+        "num_streams=4 changes nothing here",
         "num_streams=2 changes nothing here",
     ]
-    assert "BM3DCUDA" in messages[0] and "vszipcu" in messages[2]
+    assert "BM3DCUDA" in messages[0] and "vszipcu" in messages[2] and "vszipcu" in messages[3]
+    tables = {"Denoise": DENOISE_PARAMS, "NLMeans": NLMEANS_PARAMS, "BM3D": BM3D_PARAMS}
+    ignored = {(f, p.name) for f, table in tables.items() for p in table if p.ignored}
+    assert ignored == {
+        ("BM3D", "fast"),
+        ("BM3D", "extractor_exp"),
+        ("BM3D", "num_streams"),
+        ("NLMeans", "num_streams"),
+    }, "an ignored argument without a case above"

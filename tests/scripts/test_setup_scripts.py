@@ -12,7 +12,7 @@ import pytest
 
 from avdenoise_vs._devload import plugin_installed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A stand-in for .venv/bin/python and .venv/bin/vapoursynth: each records its arguments.
 FAKE_TOOL = '#!/bin/sh\necho "$(basename "$0") $*" >> "$(dirname "$0")/calls.log"\n'

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from .vsclips import clip_from_planes, frame_planes, random_planes
+from ..vsclips import clip_from_planes, frame_planes, random_planes
 
 WIDTH, HEIGHT, LENGTH = 64, 48, 3
 BM_RANGE = 2

@@ -13,9 +13,9 @@ from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
 from avdenoise_vs._paramspec import Param, Range, markdown_table, parse_arguments
 from avdenoise_vs.sample import noisy_sample, psnr
 
-from .vsclips import frame_planes
+from ..vsclips import frame_planes
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_registered_signature_lists_every_parameter(core):

@@ -21,7 +21,7 @@ import vapoursynth as vs
 
 from avdenoise_vs.sample import psnr
 
-from .vsclips import clip_from_planes
+from ..vsclips import clip_from_planes
 
 WIDTH, HEIGHT = 56, 40
 #: Mean absolute difference allowed per plane, in codes (float clips: in units of 1/255).

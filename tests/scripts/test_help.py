@@ -1,0 +1,47 @@
+"""Every command-line script in scripts/ runs: ``--help`` prints its usage and exits 0; every
+name a ``.vpy`` script imports exists.
+
+No GPU, rival plugin or input file is needed for that: a script imports what only its work
+needs (CuPy, a rival's namespace) once its arguments are parsed.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+#: The command-line scripts; ``_name.py`` modules are their shared parts.
+COMMANDS = sorted(p.name for p in SCRIPTS.glob("*.py") if not p.name.startswith("_"))
+
+
+def test_every_script_is_listed() -> None:
+    assert {"bench_nlm.py", "gen_readme.py", "gpu_check.py"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help(name: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / name), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=SCRIPTS.parent,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: {name}"), done.stdout
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SCRIPTS.glob("*.vpy")))
+def test_vpy_imports_exist(name: str) -> None:
+    tree = ast.parse((SCRIPTS / name).read_text())
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    for node in imports:
+        module = importlib.import_module(node.module)
+        for alias in node.names:
+            assert hasattr(module, alias.name), f"{name}: {node.module} has no {alias.name}"
