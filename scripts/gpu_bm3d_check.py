@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
 
 import cupy
 from _clips import SyntheticClip, layout
-from gpu_check import throughput
+from _gpu_timing import throughput
 
 from avdenoise_vs._cuda.backend import CudaBackend
 from avdenoise_vs._options import Distance
@@ -56,7 +56,7 @@ CONFIGS = {
 
 
 class _Pool:
-    """SyntheticClip frames reused cyclically, as gpu_check's pools are."""
+    """SyntheticClip frames reused cyclically, as _gpu_timing's pools are."""
 
     def __init__(self, fmt, size: int = 6) -> None:
         self.clip = SyntheticClip(fmt, size, seed=1, noise=3 / 255)
