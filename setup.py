@@ -50,9 +50,13 @@ class BuildBridge(build_ext):
 
 bridge = Extension(
     "avdenoise_vs._native.libavdenoise",
-    sources=["avdenoise_vs/_native/bridge.c"],
+    # bridge.c hands frames to Python; host_step.c does the native part of a frame.
+    sources=["avdenoise_vs/_native/bridge.c", "avdenoise_vs/_native/host_step.c"],
+    depends=["avdenoise_vs/_native/host_step.h"],  # shipped in the sdist, rebuilds on change
     include_dirs=[vapoursynth_include()],
-    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+    # Hidden by default: the library exports VapourSynth's entry point alone (VS_EXTERNAL_API),
+    # so the functions the two files share cannot be interposed by another library's.
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"],
     py_limited_api=True,
 )
 

@@ -35,8 +35,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import cupy, vapoursynth as vs; print('cupy', cupy.__version__, 'VS', vs.core.core_version)"
 
 if has tests; then
-    python3 -m pytest -q -x -p no:cacheprovider tests/cuda tests/test_denoise.py \
-        tests/test_nlmeans.py tests/test_vspipe.py tests/test_bridge_host_step.py 2>&1 | tee "$out/tests.log" | tail -15
+    python3 -m pytest -q -x -p no:cacheprovider tests/cuda tests/native tests/test_denoise.py \
+        tests/test_nlmeans.py tests/test_vspipe.py 2>&1 | tee "$out/tests.log" | tail -15
 fi
 if has doctor; then
     python3 -m avdenoise_vs doctor > "$out/doctor.txt" 2>&1; echo "doctor exit $?"; tail -8 "$out/doctor.txt"

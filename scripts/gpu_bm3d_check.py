@@ -23,14 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
 
 from _clips import SyntheticClip, layout
-from gpu_check import load_cupy, throughput
+from _gpu_timing import load_cupy, throughput
 
 from avdenoise_vs._cuda.backend import CudaBackend
 from avdenoise_vs._options import Distance
 from avdenoise_vs._settings import Bm3dSettings, Stages
-
-#: CuPy, imported in :func:`main` once the arguments are parsed (``--help`` needs none).
-cupy = None
 
 HD = dict(width=1920, height=1080)
 
@@ -58,7 +55,7 @@ CONFIGS = {
 
 
 class _Pool:
-    """SyntheticClip frames reused cyclically, as gpu_check's pools are."""
+    """SyntheticClip frames reused cyclically, as _gpu_timing's pools are."""
 
     def __init__(self, fmt, size: int = 6) -> None:
         self.clip = SyntheticClip(fmt, size, seed=1, noise=3 / 255)
@@ -115,12 +112,12 @@ def time_config(name: str, fmt, passes, frames: int) -> dict:
 
 
 def main() -> None:
+    global cupy
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated config names")
     parser.add_argument("--frames", type=int, default=400)
     parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bm3d.json"))
     args = parser.parse_args()
-    global cupy
     cupy = load_cupy()
     names = [n for n in CONFIGS if not args.only or n in args.only.split(",")]
     rows = []

@@ -22,11 +22,14 @@ if TYPE_CHECKING:
     from multiprocessing.synchronize import Barrier, Event
 
 __all__ = [
+    "ENVIRONMENT",
     "JOIN_S",
     "FakeSpec",
     "hold_place",
     "hold_until_killed",
+    "key",
     "late_begin",
+    "paths",
     "queue_worker",
     "reaping",
     "record",
@@ -50,6 +53,20 @@ class FakeSpec:
     algorithm: str = "nlm"
     radius: int = 2
     dtype: str = "uint8"
+
+
+ENVIRONMENT = "cupy=14.2.0;nvrtc=13.0;sm=90"
+"""A stand-in for `environment_fingerprint`."""
+
+
+def key(**changes: object) -> int:
+    """Key of the stand-in spec with some fields changed."""
+    return kernel_key([FakeSpec(**changes)], environment=ENVIRONMENT)
+
+
+def paths(cache: Path, key: int) -> tuple[Path, Path]:
+    """Return (lock, stamp) for `key` in `cache`."""
+    return cache / f"warm-{key:032x}.lock", cache / f"warm-{key:032x}.stamp"
 
 
 def reference_key() -> int:

@@ -38,11 +38,12 @@ def test_context_is_in_attributes() -> None:
 
 
 def test_backend_selection_catches_the_shared_class() -> None:
-    """``_backends`` and ``_cuda.backend`` use the one class of ``_errors``."""
-    from avdenoise_vs._cuda import backend as cuda_backend
+    """``_backends`` and ``_cuda._device`` (which raises it for the CUDA backend) use the one
+    class of ``_errors``."""
+    from avdenoise_vs._cuda import _device
 
     assert _backends.BackendUnavailable is BackendUnavailable
-    assert cuda_backend.BackendUnavailable is BackendUnavailable
+    assert _device.BackendUnavailable is BackendUnavailable
 
 
 def test_failed_driver_call_raises_cuda_error() -> None:

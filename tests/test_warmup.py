@@ -1,87 +1,46 @@
-"""Tests of the warm-up queue, one rule per test; CPU only, CuPy not needed.
+"""Tests of the warm-up queue within one process, one rule per test; CPU only, CuPy not needed.
 
-The process tests use real spawned processes, because the lock is an OS flock whose behaviour
-across processes (and on SIGKILL) is the point; threads would share one process's record.
+Keys, a place taken and given back, the compile run under it, and the cases that give no
+queue at all. The queue across real processes is ``test_warmup_processes.py``'s.
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import gc
-import importlib.util
 import logging
-import multiprocessing
 import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import filelock
 import pytest
 
-# The helpers are imported by name in spawned children, so their folder must be importable
-# whatever pytest's import mode; spawn passes this sys.path on to the children.
+# _process_helpers is a top-level module (spawned children import it by name), so its folder
+# must be importable whatever pytest's import mode.
 sys.path.insert(0, str(Path(__file__).parent))
 
 import _process_helpers as helpers
-from _process_helpers import FakeSpec, reaping, recorded
+from _process_helpers import ENVIRONMENT, FakeSpec
+from _process_helpers import key as _key
+from _process_helpers import paths as _paths
 
 from avdenoise_vs import _version, warmup
-from avdenoise_vs.warmup import WarmUp, kernel_key, record_phase, warm_up
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from avdenoise_vs.warmup import WarmUp, kernel_key, warm_up
 
 __all__: list[str] = []
 
 pytestmark = pytest.mark.timeout(30)
 
-PROCESS_TIMEOUT_S = 40
-"""pytest-timeout for the tests that start processes."""
-SPAWN_S = 30.0
-"""Longest wait for spawned children to import and reach their start line (2-core CI)."""
 RESULT_S = 15.0
 """Longest wait for a child's result once it has started."""
-COMPILE_S = 1.0
-"""Duration of the fake compile."""
-FLEET = 8
-"""Workers started together, as Av1an does."""
-FLEET_WALL_S = 2.5
-"""Whole fleet, from the common start: one compile plus polling and slack for 2 cores."""
 SHORT_WAIT_S = 0.3
 """A wait limit short enough to run out in a test."""
 QUICK_S = 0.5
 """Upper bound for a call that must not wait at all."""
-TAKEOVER_S = 1.0
-"""A waiter must hold the place this soon after the holder is SIGKILLed."""
-BLOCK_S = 0.5
-"""Time given to a waiter to reach its polling loop; begin() has no observable 'waiting' point."""
-LATE = 3
-"""Processes started after the cache is warm."""
-
-
-ENVIRONMENT = "cupy=14.2.0;nvrtc=13.0;sm=90"
-"""A stand-in for `environment_fingerprint`."""
-
-
-def _key(**changes: object) -> int:
-    """Key of the stand-in spec with some fields changed."""
-    return kernel_key([FakeSpec(**changes)], environment=ENVIRONMENT)
-
-
-def _paths(cache: Path, key: int) -> tuple[Path, Path]:
-    """Return (lock, stamp) for `key` in `cache`."""
-    return cache / f"warm-{key:032x}.lock", cache / f"warm-{key:032x}.stamp"
-
-
-@pytest.fixture
-def spawn() -> multiprocessing.context.SpawnContext:
-    """The "spawn" start method: children share nothing with the test process but files."""
-    return multiprocessing.get_context("spawn")
 
 
 # --- keys -------------------------------------------------------------------------------------
@@ -364,160 +323,3 @@ def test_cache_dir_before_cupy_is_imported_follows_the_environment(
     assert warmup.cache_dir() == Path("~/.cupy/kernel_cache").expanduser()
     monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "1")
     assert warmup.cache_dir() is None
-
-
-# --- real processes ---------------------------------------------------------------------------
-
-
-@pytest.mark.timeout(PROCESS_TIMEOUT_S)
-def test_lock_held_by_another_process_keeps_this_one_out(
-    cache: Path, spawn: multiprocessing.context.SpawnContext
-) -> None:
-    vs = pytest.importorskip("vapoursynth")
-    messages: list[str] = []
-    handle = vs.core.add_log_handler(lambda kind, text: messages.append(text))
-    held, release = spawn.Event(), spawn.Event()
-    try:
-        with reaping(spawn) as start:
-            holder = start(helpers.hold_place, str(cache), _key(), held, release)
-            assert held.wait(SPAWN_S)
-            started = time.monotonic()
-            assert WarmUp.begin(_key(), cache_dir=cache, wait_limit=SHORT_WAIT_S) is None
-            assert time.monotonic() - started >= SHORT_WAIT_S
-            release.set()
-            holder.join(RESULT_S)
-    finally:
-        vs.core.remove_log_handler(handle)
-    assert any("compiling in this process" in text for text in messages)
-    place = WarmUp.begin(_key(), cache_dir=cache, wait_limit=0)  # released elsewhere: free
-    assert place is not None
-    place.close()
-
-
-@pytest.mark.timeout(PROCESS_TIMEOUT_S)
-def test_fleet_compiles_once(
-    cache: Path, tmp_path: Path, spawn: multiprocessing.context.SpawnContext
-) -> None:
-    record_path = str(tmp_path / "compiles.txt")
-    start_line, results = spawn.Barrier(FLEET + 1), spawn.Queue()
-    with reaping(spawn) as start:
-        for _ in range(FLEET):
-            start(
-                helpers.queue_worker,
-                str(cache),
-                _key(),
-                record_path,
-                COMPILE_S,
-                start_line,
-                results,
-            )
-        start_line.wait(SPAWN_S)
-        started = time.monotonic()
-        outcomes = [results.get(timeout=RESULT_S) for _ in range(FLEET)]
-    assert len(recorded(record_path)) == 1
-    assert sum(compiled for _, compiled, _ in outcomes) == 1
-    wall = max(done for _, _, done in outcomes) - started
-    assert wall < FLEET_WALL_S, f"fleet took {wall:.2f} s"
-    assert _paths(cache, _key())[1].exists()
-
-
-@pytest.mark.timeout(PROCESS_TIMEOUT_S)
-def test_killed_holder_hands_over_to_a_waiter(
-    cache: Path, tmp_path: Path, spawn: multiprocessing.context.SpawnContext
-) -> None:
-    record_path = str(tmp_path / "compiles.txt")
-    _, stamp_path = _paths(cache, _key())
-    holding, ready, compiling, may_finish = (spawn.Event() for _ in range(4))
-    results = spawn.Queue()
-    with reaping(spawn) as start:
-        holder = start(helpers.hold_until_killed, str(cache), _key(), record_path, holding)
-        assert holding.wait(SPAWN_S)
-        events = (ready, compiling, may_finish)
-        start(helpers.take_over, str(cache), _key(), record_path, SPAWN_S, events, results)
-        assert ready.wait(SPAWN_S)
-        time.sleep(BLOCK_S)
-        holder.kill()
-        killed = time.monotonic()
-        kind, got, waited = results.get(timeout=RESULT_S)
-        assert kind == "got"
-        assert waited is not None, "the waiter must get the place, not time out"
-        assert got - killed < TAKEOVER_S
-        assert waited >= BLOCK_S / 2, "the waiter must have been waiting"
-        assert compiling.wait(RESULT_S)
-        assert not stamp_path.exists(), "the killed holder must leave no stamp"
-        may_finish.set()
-        assert results.get(timeout=RESULT_S) == ("done", True)
-    assert stamp_path.exists()
-    assert recorded(record_path) == ["holder", "waiter"]
-    assert holder.exitcode == -9
-
-
-@pytest.mark.timeout(PROCESS_TIMEOUT_S)
-def test_later_processes_skip_the_lock(
-    cache: Path, spawn: multiprocessing.context.SpawnContext
-) -> None:
-    assert warm_up(_key(), lambda: None, cache_dir=cache).queued
-    lock_path, _ = _paths(cache, _key())
-    lock_path.unlink()
-    results = spawn.Queue()
-    with reaping(spawn) as start:
-        for _ in range(LATE):
-            start(helpers.late_begin, str(cache), _key(), results)
-        assert [results.get(timeout=SPAWN_S) for _ in range(LATE)] == [True] * LATE
-    assert not lock_path.exists(), "a warm cache must not recreate the lock file"
-
-
-# --- the fleet runner's chunk split (scripts/fleet.py is a CLI, not a package module) ---------
-
-
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[object]:
-    """scripts/fleet.py, loaded from its file, with scripts/ importable for its _fleet."""
-    scripts = Path(__file__).parents[1] / "scripts"
-    spec = importlib.util.spec_from_file_location("_fleet_script", scripts / "fleet.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    # Registered while it runs: dataclasses look their module up in sys.modules.
-    sys.modules[spec.name] = module  # type: ignore[union-attr]
-    sys.path.insert(0, str(scripts))
-    try:
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        yield module
-    finally:
-        sys.path.remove(str(scripts))
-        del sys.modules[spec.name]  # type: ignore[union-attr]
-
-
-@pytest.mark.parametrize(
-    ("start", "end", "workers", "expected"),
-    [
-        (0, 10, 3, [(0, 4), (4, 7), (7, 10)]),
-        (5, 9, 4, [(5, 6), (6, 7), (7, 8), (8, 9)]),
-        (0, 2, 8, [(0, 1), (1, 2)]),
-        (3, 3, 2, []),
-    ],
-)
-def test_fleet_splits_frames_into_contiguous_chunks(
-    fleet: object, start: int, end: int, workers: int, expected: list[tuple[int, int]]
-) -> None:
-    assert fleet.split_frames(start, end, workers) == expected  # type: ignore[attr-defined]
-
-
-def test_fleet_parses_frame_ranges(fleet: object) -> None:
-    assert fleet.parse_range("10:250") == (10, 250)  # type: ignore[attr-defined]
-    with pytest.raises(argparse.ArgumentTypeError, match="A < B"):
-        fleet.parse_range("9:9")  # type: ignore[attr-defined]
-
-
-def test_fleet_reads_phases_apart_from_queue_kinds(
-    fleet: object, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    report = tmp_path / "report"
-    monkeypatch.setenv("AVDENOISE_WARMUP_REPORT", str(report))
-    started = time.time()
-    record_phase("cuda")
-    assert warm_up(_key(), lambda: None, cache_dir=cache).queued
-    record_phase("warm")
-    assert fleet.read_report(report) == ["compiled"]  # type: ignore[attr-defined]
-    phases = fleet.read_phases(report, started)  # type: ignore[attr-defined]
-    assert list(phases) == ["cuda", "warm"]
-    assert 0 <= phases["cuda"] <= phases["warm"] < 60

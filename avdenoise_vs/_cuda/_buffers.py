@@ -140,5 +140,5 @@ class ThreadState:
         self.staging: list[Pinned] = []  # upload buffers (staged uploads), made on first use
         self.down: Pinned | None = None  # download buffer (staged downloads)
         self.done = None  # an event to sleep on until the GPU is done (gated passes)
-        self.host_step = None  # the bridge's part of every frame (bridge.c), or None
+        self.host_step = None  # the bridge's part of every frame (host_step.h), or None
         self.pending = None  # (entries, leases) the last frame holds until the bridge waited

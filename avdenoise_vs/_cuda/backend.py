@@ -32,118 +32,27 @@ the frames on the GPU rather than VapourSynth's thread count; they wait for the 
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._environment import debug_switch, default, positive_int, switch
-from .._errors import BackendUnavailable
+from .._environment import positive_int, switch
 from .._options import FrameLayout
-from .._settings import Bm3dSettings, PassSettings
+from .._settings import PassSettings
 from .._warmup_report import record_phase
 from . import _transfer
 from ._buffers import SlotLayout, ThreadState
 from ._cache import FrameCache, wait_for
 from ._calls import cuda_calls, set_sync_mode
-from ._context import start_early_context
+from ._device import DEVICES_IN_USE, new_pass, open_device, shared_limit, wait_mode
 from ._gate import GpuGate
 
 __all__ = ["CudaBackend"]
 
 _WARM_BASE = 1 << 20  # warm-up frames are cached under input numbers no clip uses
 _WARM_FRAME = 1 << 40  # ... and frame numbers
-#: Devices that backends of this process run on (see ``bridge_process``).
-_DEVICES_IN_USE: set[int] = set()
-
-
-def _open_device(device_index: int | None, sync: str):
-    """CuPy and the device number to run on, the device's context started meanwhile.
-
-    Raises BackendUnavailable without CuPy, without a usable driver or without that device.
-    """
-    # One hardware queue unless the user chose: contexts then start faster when an Av1an
-    # fleet starts them all at once (see _environment.py). The driver reads it when the
-    # context is created, so before CuPy first touches the device; a process whose context
-    # already exists (another plugin's) keeps its setting.
-    connections = "CUDA_DEVICE_MAX_CONNECTIONS"
-    os.environ.setdefault(connections, default(connections))
-    early = None
-    if debug_switch("early_context") == "on":
-        ordinal = 0 if device_index is None else device_index
-        early = start_early_context(ordinal, lambda: set_sync_mode(ordinal, sync))
-    try:
-        try:
-            import cupy
-        except Exception as error:  # ImportError, or CUDA libraries that fail to load
-            raise BackendUnavailable(f"CuPy cannot be imported ({error})") from error
-        record_phase("cupy")
-        return cupy, _device_number(cupy, device_index)
-    except BackendUnavailable:
-        if early is not None:
-            early.release()
-        raise
-
-
-def _device_number(cupy, device_index: int | None) -> int:
-    """The device to run on, checked against the devices CuPy sees."""
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as error:
-        raise BackendUnavailable(f"no usable CUDA driver ({error})") from error
-    if count == 0:
-        raise BackendUnavailable("no CUDA device found")
-    device_id = cupy.cuda.runtime.getDevice() if device_index is None else device_index
-    if not 0 <= device_id < count:
-        raise BackendUnavailable(f"there is no CUDA device {device_id} ({count} found)")
-    return device_id
-
-
-def _wait_mode(sync: str, passes: tuple[PassSettings, ...]) -> str:
-    """How the process's threads wait for the device: the user's ``AVDENOISE_CUDA_SYNC``, or
-    for ``auto`` with a BM3D pass, yield between polls.
-
-    An Av1an fleet's CPU is shared by every worker's source and filters, and a BM3D frame
-    waits long for the GPU: 16 workers x 240 frames of V-BM3D radius 1 ran 261 fps yielding,
-    247 asleep and 220 spinning, BM3D radius 0 631, 644 and 631 (H200, docs/BENCHMARKS.md:
-    "Wait modes in a fleet"). The first CUDA filter of a process decides, since the flags
-    belong to its context.
-    """
-    if sync == "auto" and any(isinstance(options, Bm3dSettings) for options in passes):
-        return "yield"
-    return sync
-
-
-def _new_pass(options: PassSettings, layout, offsets, pitches, shared_limit: int, device_id):
-    """The GPU pass object of one :data:`PassSettings`: NLM or BM3D.
-
-    Raises BackendUnavailable when the device lacks the shared memory the pass needs.
-    """
-    if isinstance(options, Bm3dSettings):
-        from .bm3d import MAX_PLANE_SIDE, Bm3dPass
-
-        npass = Bm3dPass(options, layout, offsets, pitches)
-        if max(layout.width, layout.height) > MAX_PLANE_SIDE:
-            raise BackendUnavailable(f"BM3D planes are at most {MAX_PLANE_SIDE} pixels a side")
-        needed = npass.spec.shared_bytes(npass.run_wiener)
-        setting = f"bm_range={options.bm_range} with radius={options.radius}"
-    else:
-        from .nlm import NlmPass, choose_tile_height
-
-        probe = NlmPass(options, layout, offsets, offsets, pitches, 32)
-        tile_height = choose_tile_height(probe.spec, shared_limit)
-        if tile_height is not None:
-            return NlmPass(options, layout, offsets, offsets, pitches, tile_height)
-        npass, needed = None, shared_limit + 1
-        setting = f"search_radius={options.search_radius} with patch_radius={options.patch_radius}"
-    if needed > shared_limit:
-        raise BackendUnavailable(
-            f"{setting} needs more shared memory per block than device {device_id} has "
-            f"({shared_limit} bytes)"
-        )
-    return npass
 
 
 class CudaBackend:
@@ -186,28 +95,25 @@ class CudaBackend:
     ) -> None:
         transfer = _transfer.setting(transfer)  # a bad value fails before CuPy is looked for
         sync = switch("AVDENOISE_CUDA_SYNC")
-        wait_mode = _wait_mode(sync, passes)
-        cupy, device_id = _open_device(device_index, wait_mode)
-        set_sync_mode(device_id, wait_mode)  # the early context's thread may not have got there
+        mode = wait_mode(sync, passes)
+        cupy, device_id = open_device(device_index, mode)
+        set_sync_mode(device_id, mode)  # the early context's thread may not have got there
         self._runtime = cupy.cuda.runtime
         self._calls = cuda_calls()  # launches and event calls that keep the GIL
         self._cupy = cupy
         self.passes = passes
         self.layout = layout
         self.device_id = device_id
-        _DEVICES_IN_USE.add(device_id)
+        DEVICES_IN_USE.add(device_id)
         self._num_inputs = 2 if any(p.has_ref for p in passes) else 1
         self._window = 2 * max(options.window_radius for options in passes) + 1
         # Planes read (slots) and written (output buffers): the same set, one layout for all.
         self._slots = slots = SlotLayout(layout, passes)
         with cupy.cuda.Device(device_id):
-            runtime = cupy.cuda.runtime
-            shared_limit = runtime.deviceGetAttribute(
-                runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id
-            )
+            shared_bytes = shared_limit(cupy.cuda.runtime, device_id)
             offsets, pitches = slots.offsets(), slots.pitches()
             self._passes = [
-                _new_pass(options, layout, offsets, pitches, shared_limit, device_id)
+                new_pass(options, layout, offsets, pitches, shared_bytes, device_id)
                 for options in passes
             ]
             # Passes with large work buffers (BM3D) run a few frames on the GPU at a time, in
@@ -334,7 +240,7 @@ class CudaBackend:
         """One frame, the bridge's frame protocol: upload missing window frames, launch every
         pass, download the output.
 
-        Returns the thread's host step (bridge.c's contract) that the bridge then does without
+        Returns the thread's host step (``_native/host_step.h``) that the bridge then does without
         the GIL (waiting for the stream, copying the output planes into ``dst`` and this
         thread's next frame into its staging buffers), or None when ``dst`` is done. `base`
         numbers the inputs in the cache (the warm-up's frames use keys no clip uses).
@@ -343,7 +249,7 @@ class CudaBackend:
         # Each call that releases the GIL costs a wait to get it back under 16 threads
         # (docs/BENCHMARKS.md): set the device only on a thread's first frame, unless this
         # process runs backends on several devices.
-        if state is None or len(_DEVICES_IN_USE) > 1:
+        if state is None or len(DEVICES_IN_USE) > 1:
             self._runtime.setDevice(self.device_id)
             if state is None:
                 state = self._new_state()

@@ -12,21 +12,10 @@
  *   plan.copy_planes: tuple[int]   planes passed through from the centre frame, by reference
  *   plan.props: dict[str, int | float | str]  constant properties set on every output frame,
  *                                  over those copied from the centre frame
- *   plan.process(n, frame_numbers, windows, dst) -> None or a host step (below)
+ *   plan.process(n, frame_numbers, windows, dst) -> None or a host step (host_step.h)
  *       windows[i][t][plane] = (address, stride, memoryview) of input i, window position t,
- *       or windows[i][t] = None where the bridge already copied that frame (staging below);
+ *       or windows[i][t] = None where the host step already copied that frame;
  *       dst[plane] likewise, writable, or None for a copied plane.
- *
- * A host step is work that needs no Python, done after the GIL is released, so that a frame
- * takes the GIL once (each take costs a wait under many threads, see docs/BENCHMARKS.md):
- *   (wait_address, wait_argument, out_copies, next_staging)
- *   wait_address: 0, or an `int (*)(void *)` called with wait_argument (0 = success), such as
- *       the driver's cuStreamSynchronize; the copies wait for it.
- *   out_copies: ((plane, address, stride), ...) rows copied into dst's plane.
- *   next_staging: ((input, plane, address, stride), ...) where, before this thread's next
- *       frame of this filter takes the GIL, the bridge copies that plane of input's centre
- *       frame; that frame then arrives as None. The memory must stay valid for the thread's
- *       next frame (the plan owns it, per thread).
  *
  * The GIL is held only around calls into Python. Python symbols come from the host process
  * (vspipe's libpython or the python executable), which is why nothing here links libpython.
@@ -38,40 +27,15 @@
 #include <string.h>
 
 #include "VapourSynth4.h"
+#include "host_step.h"
 
 #define BRIDGE_MODULE "avdenoise_vs._bridge"
-#define MAX_INPUTS 4
 #define MAX_WINDOW 65
-#define MAX_STAGING (MAX_INPUTS * 3)
 
-typedef struct {
-    int input, plane;
-    char *address;
-    ptrdiff_t stride;
-} PlaneCopy;
-
-/* The part of a frame done after Python returns, without the GIL (see the contract above). */
-typedef struct {
-    int (*wait)(void *);
-    void *wait_argument;
-    int num_out;
-    PlaneCopy out[3];
-} HostStep;
-
-/* Where this thread copies its next frame of one filter before taking the GIL. Filters are
- * told apart by id, never by address, which a freed filter's successor may reuse. */
-typedef struct {
-    unsigned long long filter_id;
-    int count;
-    PlaneCopy copies[MAX_STAGING];
-} Staging;
-
-#define STAGING_RECORDS 4 /* per thread; a collision only costs a frame its early copy */
-static _Thread_local Staging thread_staging[STAGING_RECORDS];
 static unsigned long long last_filter_id; /* assigned under the GIL */
 
 typedef struct {
-    unsigned long long id;
+    unsigned long long id; /* keys the host step's staging: never reused, unlike addresses */
     PyObject *plan;
     VSNode *nodes[MAX_INPUTS];
     int num_inputs;
@@ -209,104 +173,6 @@ static PyGILState_STATE take_gil(void) {
     return PyGILState_Ensure();
 }
 
-static void copy_rows(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,
-                      size_t row_bytes, int rows) {
-    if (dst_stride == src_stride && (size_t)dst_stride == row_bytes) {
-        memcpy(dst, src, row_bytes * (size_t)rows);
-        return;
-    }
-    for (int y = 0; y < rows; y++) memcpy(dst + y * dst_stride, src + y * src_stride, row_bytes);
-}
-
-static size_t row_bytes(const VSFrame *frame, int plane, const VSAPI *vsapi) {
-    const VSVideoFormat *format = vsapi->getVideoFrameFormat(frame);
-    return (size_t)vsapi->getFrameWidth(frame, plane) * (size_t)format->bytesPerSample;
-}
-
-/* Copies the centre frames this thread's last frame of `d` asked for (next_staging) and marks
- * their inputs in `staged`. Runs without the GIL. */
-static void copy_staging(const FilterData *d, const VSFrame *frames[][MAX_WINDOW], int *staged,
-                         const VSAPI *vsapi) {
-    Staging *staging = &thread_staging[d->id % STAGING_RECORDS];
-    if (staging->filter_id != d->id) return;
-    for (int k = 0; k < staging->count; k++) {
-        const PlaneCopy *c = &staging->copies[k];
-        const VSFrame *frame = frames[c->input][d->radius];
-        copy_rows(c->address, c->stride, (const char *)vsapi->getReadPtr(frame, c->plane),
-                  vsapi->getStride(frame, c->plane), row_bytes(frame, c->plane, vsapi),
-                  vsapi->getFrameHeight(frame, c->plane));
-        staged[c->input] = 1;
-    }
-    staging->count = 0; /* each request covers one frame */
-}
-
-/* One copy description from Python: ([input,] plane, address, stride). */
-static int read_copy(PyObject *item, PlaneCopy *copy, int with_input) {
-    unsigned long long address = 0;
-    Py_ssize_t stride = 0;
-    int ok = with_input ? PyArg_ParseTuple(item, "iiKn", &copy->input, &copy->plane, &address,
-                                           &stride)
-                        : PyArg_ParseTuple(item, "iKn", &copy->plane, &address, &stride);
-    copy->address = (char *)(size_t)address;
-    copy->stride = stride;
-    return ok && address ? 0 : -1;
-}
-
-/* Reads plan.process's result into `step` and this thread's staging; 0, or -1 with an error. */
-static int read_host_step(PyObject *result, const FilterData *d, HostStep *step) {
-    memset(step, 0, sizeof *step);
-    if (result == Py_None) return 0;
-    unsigned long long wait = 0, argument = 0;
-    PyObject *outs = NULL, *stagings = NULL;
-    if (!PyArg_ParseTuple(result, "KKOO", &wait, &argument, &outs, &stagings)) return -1;
-    Py_ssize_t num_out = PyObject_Length(outs), num_staging = PyObject_Length(stagings);
-    int ok = num_out >= 0 && num_out <= 3 && num_staging >= 0 && num_staging <= MAX_STAGING;
-    for (Py_ssize_t k = 0; ok && k < num_out; k++) {
-        PyObject *item = PySequence_GetItem(outs, k);
-        PlaneCopy *c = &step->out[k];
-        ok = item && read_copy(item, c, 0) == 0 && c->plane >= 0 &&
-             c->plane < d->vi.format.numPlanes && !d->copy_plane[c->plane];
-        Py_XDECREF(item);
-    }
-    Staging next = {d->id, (int)num_staging, {{0}}};
-    for (Py_ssize_t k = 0; ok && k < num_staging; k++) {
-        PyObject *item = PySequence_GetItem(stagings, k);
-        PlaneCopy *c = &next.copies[k];
-        ok = item && read_copy(item, c, 1) == 0 && c->input >= 0 && c->input < d->num_inputs &&
-             c->plane >= 0 && c->plane < d->vi.format.numPlanes;
-        Py_XDECREF(item);
-    }
-    if (!ok) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bridge: bad host step");
-        return -1;
-    }
-    step->wait = (int (*)(void *))(size_t)wait;
-    step->wait_argument = (void *)(size_t)argument;
-    step->num_out = (int)num_out;
-    thread_staging[d->id % STAGING_RECORDS] = next;
-    return 0;
-}
-
-/* Does a host step without the GIL: waits, then copies into dst; 0, or -1 with `error`. */
-static int run_host_step(const HostStep *step, VSFrame *dst, char *error, size_t error_size,
-                         const VSAPI *vsapi) {
-    if (step->wait) {
-        int status = step->wait(step->wait_argument);
-        if (status) {
-            snprintf(error, error_size, "avdenoise: waiting for the GPU failed (CUDA error %d)",
-                     status);
-            return -1;
-        }
-    }
-    for (int k = 0; k < step->num_out; k++) {
-        const PlaneCopy *c = &step->out[k];
-        copy_rows((char *)vsapi->getWritePtr(dst, c->plane), vsapi->getStride(dst, c->plane),
-                  c->address, c->stride, row_bytes(dst, c->plane, vsapi),
-                  vsapi->getFrameHeight(dst, c->plane));
-    }
-    return 0;
-}
-
 /* Calls plan.process; returns 0 on success (with `step` to run), else fills `error`. */
 static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW],
                        const int *staged, VSFrame *dst, HostStep *step, char *error,
@@ -333,8 +199,10 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
     PyObject *result = NULL;
     if (numbers && windows && dst_planes)
         result = PyObject_CallMethod(d->plan, "process", "iOOO", n, numbers, windows, dst_planes);
-    if (result && read_host_step(result, d, step) == 0) status = 0;
-    else format_python_error(error, error_size, "");
+    if (result)
+        status = host_step_read(result, d->id, d->num_inputs, d->vi.format.numPlanes,
+                                d->copy_plane, step);
+    if (status != 0) format_python_error(error, error_size, "");
     Py_XDECREF(result);
     Py_XDECREF(dst_planes);
     Py_XDECREF(windows);
@@ -376,10 +244,12 @@ static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, 
 
     char error[1024];
     int staged[MAX_INPUTS] = {0};
+    const VSFrame *centres[MAX_INPUTS];
+    for (int i = 0; i < d->num_inputs; i++) centres[i] = frames[i][d->radius];
     HostStep step;
-    copy_staging(d, frames, staged, vsapi);
+    host_step_stage(d->id, centres, staged, vsapi);
     int status = run_process(d, n, frames, staged, dst, &step, error, sizeof error, vsapi);
-    if (status == 0) status = run_host_step(&step, dst, error, sizeof error, vsapi);
+    if (status == 0) status = host_step_run(&step, dst, error, sizeof error, vsapi);
     for (int i = 0; i < d->num_inputs; i++)
         for (int t = 0; t < window; t++) vsapi->freeFrame(frames[i][t]);
     if (status != 0) {

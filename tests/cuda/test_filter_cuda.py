@@ -67,7 +67,7 @@ def test_channels_wmodes_and_ref(core, wmode, channels, name):
 @pytest.mark.parametrize("name", ["YUV420P8", "GRAY16", "RGBS"])
 def test_bridge_staged_one_frame_windows_match_the_cpu(core, name):
     """Radius 0 frames are staged: from each thread's second frame on, the bridge copies
-    them (clip and ref) into the staging buffers and finishes them (bridge.c's host step)."""
+    them (clip and ref) into the staging buffers and finishes them (host_step.c)."""
     clip, fmt = make_clip(core, name, width=160, height=90, length=40)
     guide, _ = make_clip(core, name, width=160, height=90, length=40, seed=70)
     kwargs = dict(radius=0, strength=9.0, ref=guide)

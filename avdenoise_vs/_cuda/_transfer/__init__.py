@@ -5,7 +5,7 @@ The upload puts each fresh window frame into its device slot (``direct.py``: one
 the bridge, copies the frame into one of the thread's page-locked buffers, then one
 asynchronous copy). The download brings the output back and releases what the frame held:
 straight into the bridge's frame; through the thread's page-locked buffer with Python
-copying out; or through that buffer with the bridge's host step (bridge.c) waiting and
+copying out; or through that buffer with the bridge's host step (host_step.h) waiting and
 copying out without the GIL, so that a staged frame takes the GIL once instead of four times.
 
 The driver serialises pageable copies across threads, so staging wins for large frames,

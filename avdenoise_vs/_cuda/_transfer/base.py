@@ -79,7 +79,7 @@ class Upload(Protocol):
         """
 
     def requests(self, state: ThreadState) -> tuple:
-        """The staging requests of the thread's host step (bridge.c): where the bridge
+        """The staging requests of the thread's host step (host_step.h): where the bridge
         copies the thread's next frame before that frame takes the GIL; () for none."""
 
 

@@ -1,5 +1,5 @@
 """A fake CuPy, and the bridge's side of the frame protocol, for the CUDA backend's host-side
-tests (``test_cuda_backend_host.py``).
+tests (``test_backend_host.py``).
 
 "Device" memory is host memory, copies are ``ctypes.memmove``, and the fake NLM kernel writes,
 for every pixel of the pass's planes, the largest sample of its temporal window.
@@ -224,9 +224,10 @@ def plane_tuple(array: np.ndarray):
 
 
 class Bridge:
-    """What ``bridge.c`` does around ``bridge_process``, in Python: each thread's staging
-    requests are honoured on its next frame (whose centre then arrives as None), and the
-    host step is done after the call (waited through its C address, rows copied out)."""
+    """What ``bridge.c`` and ``host_step.c`` do around ``bridge_process``, in Python: each
+    thread's staging requests are honoured on its next frame (whose centre then arrives as
+    None), and the host step is done after the call (waited through its C address, rows
+    copied out)."""
 
     def __init__(self) -> None:
         self.requests = threading.local()

@@ -1,6 +1,7 @@
-"""The bridge's host step (``_native/bridge.c``): the part of a frame a plan hands back to be
-done without the GIL (wait, copy out, copy the thread's next frame in), run through
-VapourSynth with a plan whose backend returns host steps the way the CUDA backend does."""
+"""The host step (``_native/host_step.c``, its contract in ``host_step.h``): the part of a
+frame a plan hands back to be done without the GIL (wait, copy out, copy the thread's next
+frame in), run through VapourSynth with a plan whose backend returns host steps the way the
+CUDA backend does."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import vapoursynth as vs
 
 from avdenoise_vs._reference.backend import NumpyBackend
 
-from .vsclips import clip_from_planes
+from ..vsclips import clip_from_planes
 
 WIDTH, HEIGHT, LENGTH = 40, 24, 48
 _WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)

@@ -2,11 +2,11 @@
 
 A fake ``cupy`` keeps "device" memory in host buffers and copies with ``ctypes.memmove``, and
 a fake NLM kernel writes, for every pixel of the pass's planes, the largest sample of its
-temporal window (``_cuda_host.py``). The real :class:`~avdenoise_vs._cuda.backend.CudaBackend`
+temporal window (``_fake_cuda.py``). The real :class:`~avdenoise_vs._cuda.backend.CudaBackend`
 then runs the bridge's frame protocol, so what CI checks here is the pointer arithmetic (plane
 offsets and pitches, chroma planes, staging buffers), the window's slots in time order, that
 each source frame crosses the bus once, and every transfer strategy (``_cuda/_transfer/``).
-The kernels themselves are tests/cuda's job.
+The kernels themselves are the GPU tests' job (``test_nlm_cuda.py`` and the like).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from avdenoise_vs._options import (
 )
 from avdenoise_vs._settings import Bm3dSettings, NlmSettings, Stages
 
-from ._cuda_host import (
+from ._fake_cuda import (
     LENGTH,
     Bridge,
     expected,
