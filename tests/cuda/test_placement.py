@@ -21,6 +21,8 @@ from avdenoise_vs import _warmup_cache
 from avdenoise_vs._cuda import _placement
 from avdenoise_vs._cuda._placement import Candidate, choose
 
+from ._gpu import device_count
+
 __all__: list[str] = []
 
 PACKAGE_ROOT = str(Path(avdenoise_vs.__file__).resolve().parents[1])
@@ -280,11 +282,7 @@ def test_a_fleet_spreads_evenly_and_cleans_up(
 
 @pytest.mark.gpu
 def test_auto_picks_a_visible_device_and_0_on_one_gpu(fresh: Path) -> None:
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no driver at all, or a broken one
-        count = 0
+    count = device_count(pytest.importorskip("cupy"))
     if count == 0:
         pytest.skip("no CUDA device")
     assert _placement.visible_count() == count
