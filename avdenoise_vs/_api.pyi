@@ -152,8 +152,8 @@ def denoise(
         with algorithm='bm3d'. Alias: BM3DCUDA ps_range.
     device : str, default 'auto'
         Where to run: 'auto' (the first available of `accelerators`), 'cpu' (NumPy), 'cuda'
-        (the current CUDA device) or 'cuda:N' (device N). Allowed: 'auto', 'cpu', 'cuda' or
-        'cuda:N'.
+        (with several GPUs, the one the fewest other avdenoise processes use) or 'cuda:N'
+        (device N). Allowed: 'auto', 'cpu', 'cuda' or 'cuda:N'.
     accelerators : {'cuda', 'cpu'} or sequence of {'cuda', 'cpu'}, default ['cuda', 'cpu']
         Backends that device='auto' tries, in order. Allowed: a non-empty list, each item
         one of 'cuda', 'cpu'.
@@ -258,8 +258,9 @@ def nlmeans(
         sample values from `clip`. Use a pre-filtered clip for stronger, cleaner matching.
         Alias: Denoise ref.
     device_id : int, optional
-        CUDA device to run on; without it the first CUDA device is used, or the CPU when
-        there is none. Allowed: an integer from 0 to 63. Alias: Denoise device='cuda:N'.
+        CUDA device to run on; without it a CUDA device is picked as for device='auto', or
+        the CPU when there is none. Allowed: an integer from 0 to 63. Alias: Denoise
+        device='cuda:N'.
     num_streams : int, optional
         Accepted for compatibility with vszipcu and nlm_cuda; the CUDA backend already uses
         one stream per VapourSynth thread, so it changes nothing. Allowed: an integer from 1
@@ -391,8 +392,8 @@ def bm3d(
         mismatch_scale.
     device : str, default 'auto'
         Where to run: 'auto' (the first available of `accelerators`), 'cpu' (NumPy), 'cuda'
-        (the current CUDA device) or 'cuda:N' (device N). Allowed: 'auto', 'cpu', 'cuda' or
-        'cuda:N'. Alias: Denoise device.
+        (with several GPUs, the one the fewest other avdenoise processes use) or 'cuda:N'
+        (device N). Allowed: 'auto', 'cpu', 'cuda' or 'cuda:N'. Alias: Denoise device.
     accelerators : {'cuda', 'cpu'} or sequence of {'cuda', 'cpu'}, default ['cuda', 'cpu']
         Backends that device='auto' tries, in order. Allowed: a non-empty list, each item
         one of 'cuda', 'cpu'. Alias: Denoise accelerators.

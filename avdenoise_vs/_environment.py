@@ -158,6 +158,15 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         choices=("on", "off"),
     ),
     DebugKey(
+        "placement",
+        "`auto` / `off`",
+        "auto",
+        "A CUDA filter given no device index runs on the visible GPU that the fewest other "
+        "avdenoise processes have claimed (claim files in `placement/` inside CuPy's kernel "
+        "cache), so a fleet spreads over a host's GPUs (`auto`); or always on device 0 (`off`).",
+        choices=("auto", "off"),
+    ),
+    DebugKey(
         "thread_states",
         "a positive integer",
         "the core's threads",

@@ -31,8 +31,10 @@ SOURCE_FRAMES = 24 * 400
 #: NLM settings of every NLM pass: KNLMeansCL's d, a, s, and bench_nlm.py's strength.
 NLM = dict(d=1, a=2, s=4)
 
-#: ``build(core, plugin, noisy, device)`` returns the clip a worker outputs; `device` is ours.
-Build = Callable[[object, str, object, str], object]
+#: ``build(core, plugin, noisy, device, device_id)`` returns the clip a worker outputs; `device`
+#: is ours, `device_id` the rivals' GPU (None: their default), since they do not spread a fleet
+#: over several GPUs by themselves.
+Build = Callable[[object, str, object, str, int | None], object]
 
 
 @dataclass(frozen=True)
@@ -76,14 +78,16 @@ def _nlm_ours(core, clip, channels: str, device: str):
     )
 
 
-def _nlm(core, plugin: str, clip, channels: str, device: str):
+def _nlm(core, plugin: str, clip, channels: str, device: str, device_id: int | None = None):
     """`plugin`'s NLM of `clip`: ours here, the rivals (and ``source``) as bench_nlm.py's."""
     if plugin == OURS:
         return _nlm_ours(core, clip, channels, device)
-    return bench_nlm.build_filter(core, plugin, clip, NLM["d"], NLM["a"], NLM["s"], channels)
+    return bench_nlm.build_filter(
+        core, plugin, clip, NLM["d"], NLM["a"], NLM["s"], channels, device_id
+    )
 
 
-def _bm3d(core, plugin: str, clip, case: bench_bm3d.Case, device: str):
+def _bm3d(core, plugin: str, clip, case: bench_bm3d.Case, device: str, device_id=None):
     """`plugin`'s one-stage BM3D of `clip` at BM3DCUDA's defaults (bench_bm3d.py's settings)."""
     if plugin == SOURCE:
         return clip
@@ -99,21 +103,22 @@ def _bm3d(core, plugin: str, clip, case: bench_bm3d.Case, device: str):
         )
     if plugin == "bm3dcuda":
         bench_bm3d.load_bm3dcuda(core)
-        out, note = bench_bm3d._bm3dcuda(core, clip, case)
+        out, note = bench_bm3d._bm3dcuda(core, clip, case, device_id)
         if note is not None and note.startswith("raw"):
             # A stack of 2 (2r + 1) frames, not a picture: nothing comparable to time.
             raise RuntimeError("bm3dcuda: neither bm3d.VAggregate nor bm3dcuda.BM3Dv2 exists")
         return out
     if plugin in ("vszipcu", "vszipcu_fused"):
-        return bench_bm3d._vszipcu(core, clip, case, fused=plugin == "vszipcu_fused")
+        fused = plugin == "vszipcu_fused"
+        return bench_bm3d._vszipcu(core, clip, case, fused=fused, device_id=device_id)
     raise ValueError(f"bm3d: unknown plugin {plugin!r}")
 
 
 def _nlm_case(channels: str) -> Build:
     """Build hook of an NLM case on the channels `channels` (KNLMeansCL's names)."""
 
-    def build(core, plugin: str, noisy, device: str):
-        return _nlm(core, plugin, noisy, channels, device)
+    def build(core, plugin: str, noisy, device: str, device_id: int | None):
+        return _nlm(core, plugin, noisy, channels, device, device_id)
 
     return build
 
@@ -122,13 +127,13 @@ def _bm3d_case(fmt: str, radius: int, *, chroma: bool) -> Build:
     """Build hook of a BM3D case: one stage, temporal `radius`, CBM3D when `chroma`."""
     settings = bench_bm3d.Case(fmt, radius, chroma=chroma)
 
-    def build(core, plugin: str, noisy, device: str):
-        return _bm3d(core, plugin, noisy, settings, device)
+    def build(core, plugin: str, noisy, device: str, device_id: int | None):
+        return _bm3d(core, plugin, noisy, settings, device, device_id)
 
     return build
 
 
-def _chain(core, plugin: str, noisy, device: str):
+def _chain(core, plugin: str, noisy, device: str, device_id: int | None):
     """V-BM3D (radius 1) on luma, then NLM on both chroma planes jointly: two filters a script.
 
     Luma goes through a GRAY clip and back (native plane shuffles, the same for every
@@ -139,10 +144,10 @@ def _chain(core, plugin: str, noisy, device: str):
     import vapoursynth as vs
 
     luma = core.std.ShufflePlanes(noisy, 0, vs.GRAY)
-    luma = _bm3d(core, plugin, luma, bench_bm3d.Case("GRAYS", 1, chroma=False), device)
+    luma = _bm3d(core, plugin, luma, bench_bm3d.Case("GRAYS", 1, chroma=False), device, device_id)
     merged = core.std.ShufflePlanes([luma, noisy], [0, 1, 2], vs.YUV)
     nlm_plugin = "vszipcu" if plugin.startswith("vszipcu") else plugin
-    return _nlm(core, nlm_plugin, merged, "UV", device)
+    return _nlm(core, nlm_plugin, merged, "UV", device, device_id)
 
 
 def _with_callback(build: Build) -> Build:
@@ -153,13 +158,13 @@ def _with_callback(build: Build) -> Build:
     worker, which a Python filter (ours) then has to share.
     """
 
-    def build_behind(core, plugin: str, noisy, device: str):
+    def build_behind(core, plugin: str, noisy, device: str, device_id: int | None):
         def tag(n, f):
             out = f.copy()
             out.props["FleetFrame"] = n
             return out
 
-        return build(core, plugin, core.std.ModifyFrame(noisy, noisy, tag), device)
+        return build(core, plugin, core.std.ModifyFrame(noisy, noisy, tag), device, device_id)
 
     return build_behind
 
@@ -192,11 +197,19 @@ def select(patterns: str | None) -> list[str]:
     return [name for name in CASES if any(p in name.lower() for p in wanted)]
 
 
-def render(case: str, plugin: str, width: int, height: int, device: str, threads: int):
+def render(
+    case: str,
+    plugin: str,
+    width: int,
+    height: int,
+    device: str,
+    threads: int,
+    device_id: int | None = None,
+):
     """The clip one worker outputs: the case's noisy source through `plugin`'s filters.
 
     `threads` > 0 sets VapourSynth's thread count; 0 keeps its default (one a CPU core), which
-    is what a worker under Av1an gets.
+    is what a worker under Av1an gets. `device_id` is a rival's GPU (ours places itself).
     """
     import vapoursynth as vs
 
@@ -205,4 +218,4 @@ def render(case: str, plugin: str, width: int, height: int, device: str, threads
         core.num_threads = threads
     chosen = CASES[case]
     noisy, _ = _bench.make_source(core, chosen.fmt, width, height, chosen.noise)
-    return chosen.build(core, plugin, noisy, device)
+    return chosen.build(core, plugin, noisy, device, device_id)

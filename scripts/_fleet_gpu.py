@@ -4,6 +4,8 @@ Memory is read from ``nvidia-smi --query-compute-apps`` about every 100 ms in a 
 thread while a fleet runs, and the peak of each process is matched to the workers' pids. In
 a container without the host's pid namespace nvidia-smi may list pids that match no worker;
 the summary then falls back to the peak of all processes together divided by the workers.
+Across several GPUs (``per_gpu``) each sample also carries the GPU's PCI bus id, and the summary
+adds each GPU's peak total and the workers seen on it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,21 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["GpuSampler", "gpu_name", "memory_summary", "mps_daemon", "parse_compute_apps"]
+__all__ = [
+    "GpuSampler",
+    "gpu_name",
+    "memory_summary",
+    "mps_daemon",
+    "parse_compute_apps",
+    "parse_compute_apps_by_gpu",
+]
 
 QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
+QUERY_PER_GPU = [
+    "nvidia-smi",
+    "--query-compute-apps=pid,used_memory,gpu_bus_id",
+    "--format=csv,noheader,nounits",
+]
 INTERVAL_S = 0.1
 QUERY_TIMEOUT_S = 5.0
 MPS_TIMEOUT_S = 30.0
@@ -37,6 +51,18 @@ def parse_compute_apps(text: str) -> dict[int, int]:
         pid, _, memory = (part.strip() for part in line.partition(","))
         if pid.isdigit() and memory.isdigit():
             usage[int(pid)] = usage.get(int(pid), 0) + int(memory)
+    return usage
+
+
+def parse_compute_apps_by_gpu(text: str) -> dict[str, dict[int, int]]:
+    """``{bus id: {pid: MiB}}`` from ``pid, used_memory, gpu_bus_id`` lines (as
+    :func:`parse_compute_apps`, one mapping a GPU)."""
+    usage: dict[str, dict[int, int]] = {}
+    for line in text.splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit() and parts[2]:
+            on_gpu = usage.setdefault(parts[2], {})
+            on_gpu[int(parts[0])] = on_gpu.get(int(parts[0]), 0) + int(parts[1])
     return usage
 
 
@@ -76,9 +102,18 @@ def memory_summary(
 class GpuSampler:
     """Peak GPU memory of every process nvidia-smi lists, sampled while in the ``with`` block."""
 
-    def __init__(self, interval_s: float = INTERVAL_S, command: Sequence[str] = QUERY) -> None:
+    def __init__(
+        self,
+        interval_s: float = INTERVAL_S,
+        command: Sequence[str] | None = None,
+        *,
+        per_gpu: bool = False,
+    ) -> None:
         self._interval_s = interval_s
-        self._command = list(command)
+        self._per_gpu = per_gpu
+        self._command = list(command or (QUERY_PER_GPU if per_gpu else QUERY))
+        self.gpu_peaks: dict[str, int] = {}  # per_gpu: bus id -> peak total MiB
+        self.gpu_pids: dict[str, set[int]] = {}  # per_gpu: bus id -> pids seen there
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.peaks: dict[int, int] = {}
@@ -111,16 +146,44 @@ class GpuSampler:
             if done.returncode != 0:
                 self.reason = f"nvidia-smi exit {done.returncode}: {done.stdout.strip()[:120]}"
                 return
-            usage = parse_compute_apps(done.stdout)
+            if self._per_gpu:
+                self._note_gpus(parse_compute_apps_by_gpu(done.stdout))
+            usage = (
+                _pids_over_gpus(done.stdout) if self._per_gpu else parse_compute_apps(done.stdout)
+            )
             for pid, mib in usage.items():
                 self.peaks[pid] = max(self.peaks.get(pid, 0), mib)
             self.peak_total = max(self.peak_total, sum(usage.values()))
             self.samples += 1
             self._stop.wait(max(0.0, self._interval_s - (time.monotonic() - started)))
 
+    def _note_gpus(self, by_gpu: dict[str, dict[int, int]]) -> None:
+        for bus_id, usage in by_gpu.items():
+            self.gpu_peaks[bus_id] = max(self.gpu_peaks.get(bus_id, 0), sum(usage.values()))
+            self.gpu_pids.setdefault(bus_id, set()).update(usage)
+
     def summary(self, pids: Sequence[int]) -> dict[str, object]:
-        """:func:`memory_summary` of what was sampled, for the workers `pids`."""
-        return memory_summary(self.peaks, self.peak_total, self.samples, pids, self.reason)
+        """:func:`memory_summary` of what was sampled, for the workers `pids`; per GPU also
+        ``per_gpu_peak_mib`` and ``per_gpu_workers`` (workers among `pids` seen on each)."""
+        summary = memory_summary(self.peaks, self.peak_total, self.samples, pids, self.reason)
+        if not self._per_gpu:
+            return summary
+        wanted = set(pids)
+        return summary | {
+            "per_gpu_peak_mib": dict(sorted(self.gpu_peaks.items())),
+            "per_gpu_workers": {
+                bus_id: len(seen & wanted) for bus_id, seen in sorted(self.gpu_pids.items())
+            },
+        }
+
+
+def _pids_over_gpus(text: str) -> dict[int, int]:
+    """``{pid: MiB}`` summed over the GPUs of a per-GPU sample."""
+    usage: dict[int, int] = {}
+    for on_gpu in parse_compute_apps_by_gpu(text).values():
+        for pid, mib in on_gpu.items():
+            usage[pid] = usage.get(pid, 0) + mib
+    return usage
 
 
 def gpu_name() -> str:

@@ -108,9 +108,12 @@ def _ours(core, clip, case: Case):
     )
 
 
-def _bm3dcuda(core, clip, case: Case):
-    """BM3DCUDA, aggregated over time as its README says; returns (clip, note)."""
+def _bm3dcuda(core, clip, case: Case, device_id: int | None = None):
+    """BM3DCUDA, aggregated over time as its README says; returns (clip, note). `device_id`:
+    its GPU (``bench_fleet.py --gpus``), None for its default."""
     args = dict(sigma=SIGMA, radius=case.radius, chroma=case.chroma, **SETTINGS)
+    if device_id is not None:
+        args["device_id"] = device_id
     if case.radius == 0:
         return core.bm3dcuda.BM3D(clip, **args), None
     if hasattr(core, "bm3d"):  # VapourSynth-BM3D, which the README pairs it with
@@ -121,9 +124,11 @@ def _bm3dcuda(core, clip, case: Case):
     return core.bm3dcuda.BM3D(clip, **args), "raw stacked output, not aggregated"
 
 
-def _vszipcu(core, clip, case: Case, fused: bool):
-    """vszipcu's BM3Dv2, with fast_fused when `fused` (radius > 0 only)."""
+def _vszipcu(core, clip, case: Case, fused: bool, device_id: int | None = None):
+    """vszipcu's BM3Dv2, with fast_fused when `fused` (radius > 0 only), on `device_id`."""
     args = dict(sigma=SIGMA, radius=case.radius, chroma=case.chroma, **SETTINGS)
+    if device_id is not None:
+        args["device_id"] = device_id
     if fused:
         if case.radius == 0:
             raise RuntimeError("fast_fused applies to radius > 0 only")

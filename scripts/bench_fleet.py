@@ -2,6 +2,7 @@
 
     python scripts/bench_fleet.py [--workers 16] [--chunk 240] [--cases SUBSTR,...]
                                   [--plugins NAME,...] [--cache cold,warm] [--repeat N] [--mps]
+                                  [--gpus N]
                                   [--json out.json] [--markdown out.md]
 
 For each case (``--cases`` keeps those whose name contains any of the comma-separated
@@ -22,6 +23,12 @@ frames, y4m having no float formats. Workers write to a reader that discards the
 ``--encoder`` names one (y4m cases only). The ``source`` column (the noisy clip, no filter) is
 the ceiling of this harness: the source and the pipes, which at 1080p float carry 8-25 MB a
 frame.
+
+Several GPUs: ``--gpus N`` (N > 1) shows every worker the first N GPUs (``CUDA_VISIBLE_DEVICES``).
+Ours gets no device index and places itself (``avdenoise_vs/_cuda/_placement.py``); the rivals,
+which would all run on device 0, get ``device_id`` round-robin by worker. GPU memory is then
+also summed per GPU, with the workers seen on each. ``--gpus 1`` (the default) passes no device
+and leaves ``CUDA_VISIBLE_DEVICES`` alone.
 
 One process: ``--workers 1 --chunk 600,6000`` gives plain vspipe rates of a short and a long
 run (a row each). ``--device cpu --width 64 --height 48`` runs ours on the NumPy backend, which
@@ -71,6 +78,7 @@ class Plan:
     timeout: float
     work: Path
     env: dict[str, str]
+    gpus: int = 1
     deadline: float | None = None  # monotonic end of --budget
     runs: int = 0  # fleets started so far, to name their folders
 
@@ -79,6 +87,39 @@ class Plan:
         if self.deadline is None:
             return self.timeout
         return min(self.timeout, self.deadline - time.monotonic())
+
+
+def rival_device(plugin: str, worker: int, gpus: int) -> int | None:
+    """The GPU a worker of `plugin` is given: round-robin for rivals on several GPUs, else
+    None (ours places itself, the source uses none, one GPU needs no index)."""
+    if gpus <= 1 or plugin in (OURS, SOURCE):
+        return None
+    return worker % gpus
+
+
+def worker_args(plan: Plan, case: str, plugin: str, worker: int) -> list[str]:
+    """The ``-a key=value`` arguments of one worker's vspipe (see bench_fleet.vpy)."""
+    args = {
+        "case": case,
+        "plugin": plugin,
+        "width": plan.width,
+        "height": plan.height,
+        "device": plan.device,
+        "threads": plan.threads,
+    }
+    device_id = rival_device(plugin, worker, plan.gpus)
+    if device_id is not None:
+        args["device_id"] = device_id
+    return [part for key, value in args.items() for part in ("-a", f"{key}={value}")]
+
+
+def visible_devices(env: dict[str, str], gpus: int) -> dict[str, str]:
+    """`env` showing the first `gpus` GPUs (of its ``CUDA_VISIBLE_DEVICES`` if set); as is for 1."""
+    if gpus <= 1:
+        return env
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    entries = [e.strip() for e in listed.split(",")] if listed else [str(i) for i in range(gpus)]
+    return env | {"CUDA_VISIBLE_DEVICES": ",".join(entries[:gpus])}
 
 
 def run_fleet(
@@ -92,22 +133,22 @@ def run_fleet(
     plan.runs += 1
     run_dir = plan.work / f"run-{plan.runs}"
     run_dir.mkdir()
-    args = {
-        "case": case,
-        "plugin": plugin,
-        "width": plan.width,
-        "height": plan.height,
-        "device": plan.device,
-        "threads": plan.threads,
-    }
-    extra = [part for key, value in args.items() for part in ("-a", f"{key}={value}")]
     output = ["-c", "y4m", "-"] if chosen.y4m else ["-"]
     # An encoder reads y4m, which float cases cannot write.
     encoder = plan.encoder if chosen.y4m else None
     workers_ = [
         _fleet.Worker(
             _fleet.WorkerResult(index, a, b - 1),
-            [plan.vspipe, str(VPY), *output, "-s", str(a), "-e", str(b - 1), *extra],
+            [
+                plan.vspipe,
+                str(VPY),
+                *output,
+                "-s",
+                str(a),
+                "-e",
+                str(b - 1),
+                *worker_args(plan, case, plugin, index),
+            ],  # fmt: skip
             encoder,
             y4m=chosen.y4m,
         )
@@ -115,7 +156,7 @@ def run_fleet(
     ]
     env = plan.env | ({"CUPY_CACHE_DIR": str(cache)} if cache is not None else {})
     envs = [env | {_fleet.REPORT_ENV: str(run_dir / f"report-{w.result.index}")} for w in workers_]
-    with _fleet_gpu.GpuSampler() as sampler:
+    with _fleet_gpu.GpuSampler(per_gpu=plan.gpus > 1) as sampler:
         wall_s = _fleet.launch(workers_, envs, run_dir, timeout)
     results = _fleet.attach_reports(workers_, run_dir)
     memory = sampler.summary([r.pid for r in results])
@@ -223,6 +264,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, argparse.Arg
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds a fleet (kill)")
     parser.add_argument("--budget", type=float, help="start no fleet after this many seconds")
     parser.add_argument("--mps", action="store_true", help="run a CUDA MPS daemon meanwhile")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs the fleet spreads over")
     parser.add_argument("--width", type=int, default=1920)
     parser.add_argument("--height", type=int, default=1080)
     parser.add_argument("--device", default="auto", help="ours: auto, cpu, cuda, cuda:N")
@@ -251,8 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         chunks = [int(c) for c in args.chunk.split(",") if c.strip()]
     except ValueError:
         parser.error(f"--chunk must be integers, got {args.chunk!r}")
-    if args.workers < 1 or not chunks or min(chunks) < 1 or args.repeat < 1:
-        parser.error("--workers, --chunk and --repeat must be at least 1")
+    if args.workers < 1 or not chunks or min(chunks) < 1 or args.repeat < 1 or args.gpus < 1:
+        parser.error("--workers, --chunk, --repeat and --gpus must be at least 1")
     if args.workers * max(chunks) > cases_.SOURCE_FRAMES:
         parser.error(f"workers x chunk must be at most {cases_.SOURCE_FRAMES} (the source)")
     signal.signal(signal.SIGTERM, _exit_on_term)
@@ -262,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="bench-fleet-") as work,
         contextlib.ExitStack() as stack,
     ):
-        env = dict(os.environ)
+        env = visible_devices(dict(os.environ), args.gpus)
         env.pop(_fleet.REPORT_ENV, None)
         if args.mps:
             try:
@@ -279,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.timeout,
             work=Path(work),
             env=env,
+            gpus=args.gpus,
             deadline=None if args.budget is None else started + args.budget,
         )
         for case in names:
@@ -293,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(c in row["cells"] for row in rows)
     ]
     gpu = _fleet_gpu.gpu_name()
+    gpu = gpu if args.gpus == 1 else f"{args.gpus} x {gpu}"
     chunk_text = "/".join(map(str, chunks))
     header = (
         f"### Fleet, {datetime.date.today()}, {gpu}: {args.workers} worker{'s' * (args.workers > 1)} x {chunk_text} frames"

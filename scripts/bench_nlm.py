@@ -42,9 +42,16 @@ def make_source(core, fmt_name: str, width: int, height: int):
     return _bench.make_source(core, fmt_name, width, height, NOISE_MODEL)
 
 
-def build_filter(core, plugin: str, clip, d: int, a: int, s: int, channels: str):
-    """`plugin`'s NLM of `clip` with d, a, s, h = STRENGTH and channels "Y" or "YUV"."""
+def build_filter(
+    core, plugin: str, clip, d: int, a: int, s: int, channels: str, device_id: int | None = None
+):
+    """`plugin`'s NLM of `clip` with d, a, s, h = STRENGTH and channels "Y" or "YUV".
+
+    `device_id` goes to the GPU rivals that take one (``bench_fleet.py --gpus``); None leaves
+    their default device.
+    """
     h = STRENGTH
+    gpu = {} if device_id is None else {"device_id": device_id}
     if plugin == "source":
         return clip
     if plugin == "write":  # a native filter writing the same planes: what any filter pays
@@ -57,11 +64,15 @@ def build_filter(core, plugin: str, clip, d: int, a: int, s: int, channels: str)
             clip, radius=d, search_radius=a, patch_radius=s, strength=h, channels=mode
         )
     if plugin == "vszipcu":
-        return core.vszipcu.NLMeans(clip, d=d, a=a, s=s, h=h, channels=channels, num_streams=4)
+        return core.vszipcu.NLMeans(
+            clip, d=d, a=a, s=s, h=h, channels=channels, num_streams=4, **gpu
+        )
     if plugin == "knlm":
-        return core.knlm.KNLMeansCL(clip, d=d, a=a, s=s, h=h, channels=channels, device_type="gpu")
+        return core.knlm.KNLMeansCL(
+            clip, d=d, a=a, s=s, h=h, channels=channels, device_type="gpu", **gpu
+        )
     if plugin == "nlm_cuda":
-        return core.nlm_cuda.NLMeans(clip, d=d, a=a, s=s, h=h, channels=channels)
+        return core.nlm_cuda.NLMeans(clip, d=d, a=a, s=s, h=h, channels=channels, **gpu)
     if plugin == "vsavd":
         if channels != "Y":
             raise RuntimeError("joint YUV not offered")

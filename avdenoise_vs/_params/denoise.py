@@ -250,7 +250,8 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "device",
         "str",
         "Where to run: 'auto' (the first available of `accelerators`), 'cpu' (NumPy), 'cuda' "
-        "(the current CUDA device) or 'cuda:N' (device N).",
+        "(with several GPUs, the one the fewest other avdenoise processes use) or 'cuda:N' "
+        "(device N).",
         default="auto",
         allowed=Pattern(r"auto|cpu|cuda(:[0-9]+)?", "'auto', 'cpu', 'cuda' or 'cuda:N'"),
     ),

@@ -55,8 +55,8 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
     Param(
         "device_id",
         "int",
-        "CUDA device to run on; without it the first CUDA device is used, or the CPU when "
-        "there is none.",
+        "CUDA device to run on; without it a CUDA device is picked as for device='auto', or "
+        "the CPU when there is none.",
         allowed=Range(0, 63),
         alias="Denoise device='cuda:N'",
     ),

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-__all__ = ["require_cuda"]
+__all__ = ["device_count", "require_cuda"]
+
+
+def device_count(cupy) -> int:
+    """CUDA devices CuPy sees; 0 without a driver, or with a broken one."""
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
 
 
 def require_cuda():
     """Return CuPy, or skip the calling module: no CuPy, or no usable CUDA device (CI)."""
     cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no driver at all, or a broken one
-        count = 0
-    if count == 0:
+    if device_count(cupy) == 0:
         pytest.skip("no CUDA device", allow_module_level=True)
     return cupy

@@ -8,6 +8,8 @@ frame size) is shown to share a warm cache, and one that changes their code is n
 from __future__ import annotations
 
 import dataclasses
+import sys
+import types
 
 import pytest
 
@@ -21,7 +23,7 @@ from avdenoise_vs._options import (
     WeightMode,
 )
 from avdenoise_vs._settings import Bm3dSettings, NlmSettings, PassSettings, Stages
-from avdenoise_vs.warmup import kernel_key
+from avdenoise_vs.warmup import environment_fingerprint, kernel_key
 
 __all__: list[str] = []
 
@@ -109,3 +111,37 @@ def test_sample_type_changes_the_key(options: PassSettings, bits: int) -> None:
 
 def test_algorithm_changes_the_key() -> None:
     assert _key(NLM) != _key(BM3D)
+
+
+class _FakeDevice:
+    """``cupy.cuda.Device(n)`` of a host whose devices have `CAPABILITIES`."""
+
+    CAPABILITIES: tuple[str, ...] = ()
+
+    def __init__(self, index: int | None = None) -> None:
+        self.compute_capability = self.CAPABILITIES[0 if index is None else index]
+
+
+def _keys_on(monkeypatch: pytest.MonkeyPatch, capabilities: tuple[str, ...]) -> list[int]:
+    """The key of one NLM backend on each device of a fake host (no GPU needed)."""
+    device = type("Device", (_FakeDevice,), {"CAPABILITIES": capabilities})
+    nvrtc = types.SimpleNamespace(getVersion=lambda: (13, 0))
+    cupy = types.SimpleNamespace(
+        __version__="14.2.0", cuda=types.SimpleNamespace(Device=device, nvrtc=nvrtc)
+    )
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    environment_fingerprint.cache_clear()
+    try:
+        return [kernel_key([_spec(NLM, _layout())], device=i) for i in range(len(capabilities))]
+    finally:
+        environment_fingerprint.cache_clear()  # forget the fake host's fingerprints
+
+
+def test_mixed_gpus_get_a_key_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = _keys_on(monkeypatch, ("90", "80"))
+    assert first != second
+
+
+def test_gpus_of_one_model_share_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = _keys_on(monkeypatch, ("90", "90"))
+    assert first == second

@@ -256,6 +256,102 @@ def test_a_tiny_fleet_end_to_end_on_the_cpu(vspipe: str, tmp_path: Path) -> None
     assert "| BM3D r0 luma |" in table and "- n/a BM3D r0 luma / bm3dcuda:" in table
 
 
+# --- several GPUs -------------------------------------------------------------------------
+
+
+def _plan(gpus: int):
+    import bench_fleet
+
+    return bench_fleet.Plan(
+        vspipe="vspipe", encoder=None, width=64, height=48, device="auto", threads=0,
+        timeout=60.0, work=Path("."), env={}, gpus=gpus,
+    )  # fmt: skip
+
+
+def test_one_gpu_gives_no_worker_a_device() -> None:
+    import bench_fleet
+
+    for plugin in ("avdenoise", "source", "vszipcu", "knlm"):
+        args = bench_fleet.worker_args(_plan(1), "NLM Y d1 a2 s4", plugin, 3)
+        assert args == [
+            "-a", "case=NLM Y d1 a2 s4", "-a", f"plugin={plugin}", "-a", "width=64",
+            "-a", "height=48", "-a", "device=auto", "-a", "threads=0",
+        ]  # fmt: skip
+    env = {"PATH": "/bin"}
+    assert bench_fleet.visible_devices(env, 1) is env
+
+
+def test_rivals_get_devices_round_robin_and_ours_places_itself() -> None:
+    import bench_fleet
+
+    plan = _plan(2)
+    ids = [bench_fleet.rival_device("bm3dcuda", worker, 2) for worker in range(5)]
+    assert ids == [0, 1, 0, 1, 0]
+    args = bench_fleet.worker_args(plan, "BM3D r0 luma", "knlm", 3)
+    assert args[-2:] == ["-a", "device_id=1"]
+    for plugin in ("avdenoise", "source"):
+        args = bench_fleet.worker_args(plan, "BM3D r0 luma", plugin, 3)
+        assert not any(part.startswith("device_id=") for part in args)
+        assert "device=auto" in args
+
+
+def test_several_gpus_show_the_workers_the_first_n() -> None:
+    import bench_fleet
+
+    assert bench_fleet.visible_devices({}, 3) == {"CUDA_VISIBLE_DEVICES": "0,1,2"}
+    env = {"CUDA_VISIBLE_DEVICES": "4, 5,6", "PATH": "/bin"}
+    assert bench_fleet.visible_devices(env, 2) == {"CUDA_VISIBLE_DEVICES": "4,5", "PATH": "/bin"}
+
+
+def test_gpus_must_be_at_least_1() -> None:
+    import bench_fleet
+
+    with pytest.raises(SystemExit):
+        bench_fleet.main(["--gpus", "0"])
+    args, _ = bench_fleet.parse_args(["--gpus", "4"])
+    assert args.gpus == 4 and bench_fleet.parse_args([])[0].gpus == 1
+
+
+def test_the_cases_hand_the_device_to_the_rivals(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    monkeypatch.setattr(
+        _fleet_cases.bench_nlm, "build_filter", lambda *args: seen.append(args[-1]) or "nlm"
+    )
+    monkeypatch.setattr(
+        _fleet_cases.bench_bm3d, "_vszipcu", lambda *a, fused, device_id: seen.append(device_id)
+    )
+    _fleet_cases.CASES["NLM Y d1 a2 s4"].build(None, "knlm", "clip", "auto", 1)
+    _fleet_cases.CASES["BM3D r0 luma"].build(None, "vszipcu", "clip", "auto", 0)
+    _fleet_cases.CASES["NLM Y d1 a2 s4"].build(None, "vszipcu", "clip", "auto", None)
+    assert seen == [1, 0, None]
+
+
+NVIDIA_SMI_PER_GPU = """\
+41021, 1734, 00000000:19:00.0
+41022, 1698, 00000000:3B:00.0
+41023, [N/A], 00000000:3B:00.0
+41024, 1700, 00000000:19:00.0
+41021, 12, 00000000:3B:00.0
+"""
+
+
+def test_memory_per_gpu() -> None:
+    by_gpu = _fleet_gpu.parse_compute_apps_by_gpu(NVIDIA_SMI_PER_GPU)
+    assert by_gpu == {
+        "00000000:19:00.0": {41021: 1734, 41024: 1700},
+        "00000000:3B:00.0": {41022: 1698, 41021: 12},
+    }
+    sampler = _fleet_gpu.GpuSampler(command=["true"], per_gpu=True)
+    sampler._note_gpus(by_gpu)
+    sampler.peaks = _fleet_gpu._pids_over_gpus(NVIDIA_SMI_PER_GPU)
+    sampler.samples = 1
+    summary = sampler.summary([41021, 41022, 41024])
+    assert summary["per_worker_mib"] == [1746, 1698, 1700]
+    assert summary["per_gpu_peak_mib"] == {"00000000:19:00.0": 3434, "00000000:3B:00.0": 1710}
+    assert summary["per_gpu_workers"] == {"00000000:19:00.0": 2, "00000000:3B:00.0": 2}
+    assert "per_gpu_peak_mib" not in _fleet_gpu.GpuSampler(command=["true"]).summary([1])
+
+
 def _namespaces() -> set[str]:
     """Plugin namespaces VapourSynth autoloads here."""
     import vapoursynth as vs
