@@ -154,10 +154,7 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout):
         from ._cuda.backend import CudaBackend
     except ImportError as error:
         raise BackendUnavailable(f"the CUDA backend cannot load ({error})") from error
-    from ._cuda._placement import device_for_process
-
-    # Before the backend opens the device, so that its early context starts on the GPU chosen.
-    backend = CudaBackend(passes, layout, device_index=device_for_process(index))
+    backend = CudaBackend(passes, layout, device_index=index)
     record_phase("cuda")
     return backend
 

@@ -17,6 +17,7 @@ import logging
 import threading
 
 from .._warmup_report import record_phase
+from ._placement import device_for_process
 
 __all__ = ["EarlyContext", "start_early_context"]
 
@@ -29,12 +30,12 @@ _STARTED_LOCK = threading.Lock()
 
 
 def start_early_context(device_index: int | None, before_context) -> EarlyContext:
-    """The device's :class:`EarlyContext`, started by the first call for that device."""
-    ordinal = 0 if device_index is None else device_index
+    """The device's :class:`EarlyContext`, started by the first call for that device (None:
+    the device placement chooses, one thread however many filters ask)."""
     with _STARTED_LOCK:
-        early = _STARTED.get(ordinal)
+        early = _STARTED.get(device_index)
         if early is None:
-            early = _STARTED[ordinal] = EarlyContext(ordinal, before_context)
+            early = _STARTED[device_index] = EarlyContext(device_index, before_context)
         return early
 
 
@@ -44,15 +45,19 @@ class EarlyContext:
     Parameters
     ----------
     device_index : int or None
-        The CUDA device (None: device 0, CuPy's current device in a fresh process). Runtime and
-        driver number devices alike, both after ``CUDA_VISIBLE_DEVICES``.
+        The CUDA device; None: the one ``_placement.device_for_process`` chooses, in the
+        thread, after ``cuInit`` (which it needs too), so that the choice costs the main
+        thread nothing while CuPy is imported. Runtime and driver number devices alike, both
+        after ``CUDA_VISIBLE_DEVICES``.
     before_context : callable
-        Called in the thread before the context is created: what must be set while no
-        context exists (the primary context's wait flags, see ``_calls.set_sync_mode``).
+        Called in the thread with the device ordinal before the context is created: what
+        must be set while no context exists (the primary context's wait flags, see
+        ``_calls.set_sync_mode``).
     """
 
     def __init__(self, device_index: int | None, before_context) -> None:
-        self._ordinal = 0 if device_index is None else device_index
+        self._key = device_index
+        self._ordinal = device_index
         self._before = before_context
         self._driver = None
         self._device = ctypes.c_int()
@@ -63,13 +68,14 @@ class EarlyContext:
     def _run(self) -> None:
         try:
             driver = ctypes.CDLL("libcuda.so.1")
-            status = driver.cuInit(0) or driver.cuDeviceGet(
-                ctypes.byref(self._device), self._ordinal
-            )
+            status = driver.cuInit(0)
+            if self._ordinal is None and not status:
+                self._ordinal = device_for_process(None)
+            status = status or driver.cuDeviceGet(ctypes.byref(self._device), self._ordinal)
             if status:
-                logger.debug("avdenoise: early context: no device %d (%s)", self._ordinal, status)
+                logger.debug("avdenoise: early context: no device %s (%s)", self._ordinal, status)
                 return
-            self._before()
+            self._before(self._ordinal)
             context = ctypes.c_void_p()
             status = driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), self._device)
             if status:
@@ -88,4 +94,4 @@ class EarlyContext:
             self._retained = False
             self._driver.cuDevicePrimaryCtxRelease(self._device)
         with _STARTED_LOCK:  # a later filter may try again
-            _STARTED.pop(self._ordinal, None)
+            _STARTED.pop(self._key, None)

@@ -16,6 +16,7 @@ from .._settings import Bm3dSettings, PassSettings
 from .._warmup_report import record_phase
 from ._calls import set_sync_mode
 from ._context import start_early_context
+from ._placement import device_for_process
 
 __all__ = ["DEVICES_IN_USE", "device_number", "new_pass", "open_device", "shared_limit",
            "wait_mode"]  # fmt: skip
@@ -37,15 +38,15 @@ def open_device(device_index: int | None, sync: str):
     os.environ.setdefault(connections, default(connections))
     early = None
     if debug_switch("early_context") == "on":
-        ordinal = 0 if device_index is None else device_index
-        early = start_early_context(ordinal, lambda: set_sync_mode(ordinal, sync))
+        early = start_early_context(device_index, lambda ordinal: set_sync_mode(ordinal, sync))
     try:
         try:
             import cupy
         except Exception as error:  # ImportError, or CUDA libraries that fail to load
             raise BackendUnavailable(f"CuPy cannot be imported ({error})") from error
         record_phase("cupy")
-        return cupy, device_number(cupy, device_index)
+        # Placement chose in the early context's thread already, if it ran; else it does now.
+        return cupy, device_number(cupy, device_for_process(device_index))
     except BackendUnavailable:
         if early is not None:
             early.release()

@@ -11,9 +11,9 @@ kernel cache directory (``_warmup_cache.cache_dir``), the folder a fleet already
 warm-up queue. It is removed at exit; one left behind by a killed process is stale once its pid
 is dead, and is ignored and removed by the next process that looks.
 
-The choice is made before CuPy is imported and before the device's early context starts
-(``_context.py``), through the driver API by ctypes: devices are the driver's ordinals, which
-follow ``CUDA_VISIBLE_DEVICES`` as CuPy's do. NVML numbers devices physically, so free memory is
+The choice is made in the early context's thread (``_context.py``), after its ``cuInit`` and
+before its context, while the main thread imports CuPy; through the driver API by ctypes:
+devices are the driver's ordinals, which follow ``CUDA_VISIBLE_DEVICES`` as CuPy's do. NVML numbers devices physically, so free memory is
 matched to an ordinal by PCI bus id, never by index.
 
 Nothing here raises: a read-only cache directory, no driver, no NVML or a lock held too long

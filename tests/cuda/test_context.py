@@ -34,22 +34,36 @@ def driver(monkeypatch):
 
 def test_the_context_is_retained_after_the_flags_and_released_on_request(driver):
     calls, _ = driver
-    early = _context.start_early_context(1, lambda: calls.append("flags"))
-    assert _context.start_early_context(1, lambda: None) is early  # one a device
+    early = _context.start_early_context(1, lambda ordinal: calls.append(("flags", ordinal)))
+    assert _context.start_early_context(1, lambda ordinal: None) is early  # one a device
     early.release()
-    assert calls == ["cuInit", "cuDeviceGet", "flags", "cuDevicePrimaryCtxRetain",
+    assert calls == ["cuInit", "cuDeviceGet", ("flags", 1), "cuDevicePrimaryCtxRetain",
                      "cuDevicePrimaryCtxRelease"]  # fmt: skip
-    assert _context.start_early_context(1, lambda: None) is not early  # released: anew
+    assert _context.start_early_context(1, lambda ordinal: None) is not early  # released: anew
 
 
 @pytest.mark.parametrize("failing", ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"])
 def test_a_refusing_driver_leaves_the_context_to_cupy(driver, failing):
     calls, state = driver
     state["fail"] = failing
-    early = _context.start_early_context(0, lambda: calls.append("flags"))
+    early = _context.start_early_context(0, lambda ordinal: calls.append(("flags", ordinal)))
     early.release()
     assert "cuDevicePrimaryCtxRelease" not in calls
-    assert ("flags" in calls) == (failing == "cuDevicePrimaryCtxRetain")
+    assert (("flags", 0) in calls) == (failing == "cuDevicePrimaryCtxRetain")
+
+
+def test_without_an_index_the_thread_places_the_process_after_cuinit(driver, monkeypatch):
+    calls, _ = driver
+
+    def placed(requested):
+        calls.append(("placed", requested))
+        return 1
+
+    monkeypatch.setattr(_context, "device_for_process", placed)
+    early = _context.start_early_context(None, lambda ordinal: calls.append(("flags", ordinal)))
+    assert _context.start_early_context(None, lambda ordinal: None) is early
+    early.release()
+    assert calls[:4] == ["cuInit", ("placed", None), "cuDeviceGet", ("flags", 1)]
 
 
 def test_no_driver_at_all_is_no_error(monkeypatch):
@@ -58,4 +72,6 @@ def test_no_driver_at_all_is_no_error(monkeypatch):
 
     monkeypatch.setattr(ctypes, "CDLL", missing)
     monkeypatch.setattr(_context, "_STARTED", {})
-    _context.start_early_context(None, lambda: pytest.fail("no flags without a driver")).release()
+    _context.start_early_context(
+        None, lambda ordinal: pytest.fail("no flags without a driver")
+    ).release()

@@ -293,37 +293,24 @@ def test_auto_picks_a_visible_device_and_0_on_one_gpu(fresh: Path) -> None:
         assert not fresh.exists()
 
 
-def test_the_backend_and_its_warm_up_key_get_the_chosen_device(
+def test_opening_the_device_runs_on_the_chosen_one(
     fresh: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from avdenoise_vs import _backends, warmup
-    from avdenoise_vs._cuda import backend as cuda_backend
+    """Without an index, ``open_device`` hands CuPy the placed device (the early context's
+    thread places first when it runs; here it is off, so the main thread does)."""
+    import types
 
-    built, keyed = [], []
+    from avdenoise_vs._cuda import _device
 
-    class FakeCuda:
-        def __init__(self, passes, layout, device_index=None) -> None:
-            built.append(device_index)
-            self.device_id = device_index
-
-        def kernel_specs(self) -> tuple:
-            return ("fake-spec",)
-
-        def warm_up(self) -> None:
-            pass
-
-    def key(specs, *, device=None):
-        keyed.append(device)
-        return 1
-
-    monkeypatch.setattr(cuda_backend, "CudaBackend", FakeCuda)
-    monkeypatch.setattr(warmup, "kernel_key", key)
-    monkeypatch.setattr(warmup, "warm_up", lambda key, compile_fn: warmup.WarmUpOutcome(False))
+    runtime = types.SimpleNamespace(
+        getDeviceCount=lambda: 2, getDevice=lambda: 0, CUDARuntimeError=RuntimeError
+    )
+    fake_cupy = types.ModuleType("cupy")
+    fake_cupy.cuda = types.SimpleNamespace(runtime=runtime)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setenv("AVDENOISE_DEBUG", "early_context=off")
     monkeypatch.setattr(_placement, "visible_count", lambda: 2)
     fresh.mkdir(parents=True)
-    (fresh / f"{os.getppid()}-0.claim").touch()
-    backend = _backends.select_backend("Denoise", "auto", ["cuda", "cpu"], (), None)
-    assert isinstance(backend, FakeCuda)
-    assert built == keyed == [1]
-    _backends.select_backend("Denoise", "cuda:0", ["cuda"], (), None)
-    assert built == [1, 0]
+    (fresh / f"{os.getppid()}-0.claim").touch()  # a live process holds device 0
+    assert _device.open_device(None, "auto") == (fake_cupy, 1)
+    assert _device.open_device(0, "auto") == (fake_cupy, 0)  # an index is kept
