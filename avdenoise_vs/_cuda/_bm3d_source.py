@@ -1,9 +1,11 @@
 """CUDA source of the BM3D kernels: pure generators that never touch the GPU.
 
-The fixed device code lives in ``bm3d.cuh`` beside this module; :func:`bm3d_source` puts a
-header in front of it: the ``#define`` values of one :class:`Bm3dSpec` and the transform
-tables, taken from the NumPy reference (``_reference/_bm3d_transforms.py``) so that the two
-can never disagree on a constant.
+The fixed device code lives in the ``bm3d_*.cuh`` parts beside this module, one concern each,
+joined in the order of :data:`BM3D_PARTS` (each part uses only what the parts before it
+define). :func:`bm3d_source` puts a header in front of them: the ``#define`` values of one
+:class:`Bm3dSpec`, the kernels' names (:func:`bm3d_kernel_name`) and the transform tables,
+taken from the NumPy reference (``_reference/_bm3d_transforms.py``) so that the two can never
+disagree on a constant.
 """
 
 from __future__ import annotations
@@ -23,13 +25,33 @@ from .._reference._bm3d_transforms import (
     kaiser_window,
 )
 from .._reference.backend import OPP, OPP_INVERSE
-from ._source import DTYPE_CODES
+from ._source import DTYPE_CODES, DTYPE_TAGS
 
-__all__ = ["BM3D_KERNELS", "BM3D_WARPS", "GROUP_HT", "GROUP_WIENER", "Bm3dSpec", "bm3d_source"]
+__all__ = [
+    "BM3D_KERNELS",
+    "BM3D_PARTS",
+    "BM3D_WARPS",
+    "GROUP_HT",
+    "GROUP_WIENER",
+    "Bm3dSpec",
+    "bm3d_kernel_name",
+    "bm3d_source",
+]
 
-#: The kernels of a BM3D module (see bm3d.cuh).
+#: The kernels of a BM3D module by role: the keys of ``get_bm3d_kernels`` and of the launches
+#: (their C names are :func:`bm3d_kernel_name`'s).
 BM3D_KERNELS = ("bm3d_load", "bm3d_hard", "bm3d_wiener", "bm3d_finish")
-#: Warps (reference blocks) per thread block (``BM_WARPS`` in bm3d.cuh).
+#: The device code's parts, in the order they are joined: definitions and the argument struct,
+#: then one file per step of a frame (load, match, transform, filter and aggregate, finish).
+BM3D_PARTS = (
+    "bm3d_common.cuh",
+    "bm3d_load.cuh",
+    "bm3d_match.cuh",
+    "bm3d_transform.cuh",
+    "bm3d_stage.cuh",
+    "bm3d_finish.cuh",
+)
+#: Warps (reference blocks) per thread block (``BM_WARPS`` in bm3d_common.cuh).
 BM3D_WARPS = 4
 #: Most blocks per group in each stage, as in the reference (``group_size``).
 GROUP_HT = 16
@@ -81,6 +103,18 @@ class Bm3dSpec:
         return 4 * BM3D_WARPS * per_warp
 
 
+def bm3d_kernel_name(spec: Bm3dSpec, kernel: str) -> str:
+    """C name of `kernel` (one of :data:`BM3D_KERNELS`) for `spec`: ``avdenoise_bm3d_<stage>_``
+    followed by every specialisation value, the spec's and the compiled-in group sizes and
+    warps, so that two modules never share a kernel name."""
+    stage = kernel.removeprefix("bm3d_")
+    return (
+        f"avdenoise_bm3d_{stage}_t{spec.window}_c{spec.channels}_j{int(spec.joint)}"
+        f"_rgb{int(spec.rgb)}_{DTYPE_TAGS[spec.dtype]}_bm{spec.bm_range}_pn{spec.ps_num}"
+        f"_pr{spec.ps_range}_kh{GROUP_HT}_kw{GROUP_WIENER}_w{BM3D_WARPS}"
+    )
+
+
 def _table(name: str, values: np.ndarray) -> str:
     """A ``__constant__ float`` array with the shape of `values`, exactly rounded."""
     dims = "".join(f"[{n}]" for n in values.shape)
@@ -90,7 +124,7 @@ def _table(name: str, values: np.ndarray) -> str:
 
 @functools.cache
 def _tables() -> str:
-    """The constant tables of bm3d.cuh, from the reference's matrices."""
+    """The constant tables of the device code, from the reference's matrices."""
     return "\n".join(
         [
             _table("bm_ht_fwd", forward_matrix(TRANSFORM_HT)),
@@ -107,7 +141,7 @@ def _tables() -> str:
 
 def bm3d_source(spec: Bm3dSpec) -> str:
     """The source of the module holding ``bm3d_load``, ``bm3d_hard``, ``bm3d_wiener`` and
-    ``bm3d_finish`` for `spec` (see bm3d.cuh for the launch protocol)."""
+    ``bm3d_finish`` for `spec` (see bm3d_common.cuh for the launch protocol)."""
     if spec.window > 63:
         raise ValueError(f"window must be at most 63 frames, got {spec.window}")
     header = [
@@ -123,6 +157,7 @@ def bm3d_source(spec: Bm3dSpec) -> str:
         f"#define BM_K_HT {GROUP_HT}",
         f"#define BM_K_WIENER {GROUP_WIENER}",
         f"#define BM_WARPS {BM3D_WARPS}",
+        *(f"#define BM_NAME_{k[5:].upper()} {bm3d_kernel_name(spec, k)}" for k in BM3D_KERNELS),
         _tables(),
         "",
     ]
@@ -131,5 +166,6 @@ def bm3d_source(spec: Bm3dSpec) -> str:
 
 @functools.cache
 def _device_code() -> str:
-    """The text of bm3d.cuh (package data)."""
-    return resources.files(__package__).joinpath("bm3d.cuh").read_text(encoding="utf-8")
+    """The device code: the parts of :data:`BM3D_PARTS` (package data), joined in order."""
+    files = resources.files(__package__)
+    return "".join(files.joinpath(part).read_text(encoding="utf-8") for part in BM3D_PARTS)

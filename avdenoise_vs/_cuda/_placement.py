@@ -13,11 +13,12 @@ is dead, and is ignored and removed by the next process that looks.
 
 The choice is made in the early context's thread (``_context.py``), after its ``cuInit`` and
 before its context, while the main thread imports CuPy; through the driver API by ctypes:
-devices are the driver's ordinals, which follow ``CUDA_VISIBLE_DEVICES`` as CuPy's do. NVML numbers devices physically, so free memory is
-matched to an ordinal by PCI bus id, never by index.
+devices are the driver's ordinals, which follow ``CUDA_VISIBLE_DEVICES`` as CuPy's do. NVML
+numbers devices physically, so free memory is matched to an ordinal by PCI bus id, never by
+index.
 
 Nothing here raises: a read-only cache directory, no driver, no NVML or a lock held too long
-gives device 0, what a process got before placement existed, with a debug log.
+gives device 0, with a debug log: a render never fails for want of a placement.
 ``AVDENOISE_DEBUG=placement=off`` turns placement off (device 0 always), for comparisons.
 """
 

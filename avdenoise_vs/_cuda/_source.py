@@ -18,6 +18,7 @@ __all__ = [
     "CENTRE_REGISTER_LIMIT",
     "CUDA_OPTIONS",
     "DTYPE_CODES",
+    "DTYPE_TAGS",
     "NlmSpec",
     "nlm_kernel_name",
     "nlm_shared_bytes",
@@ -33,12 +34,13 @@ _ROW_BLOCK = 8
 CENTRE_REGISTER_LIMIT = 24
 #: Sample type codes (``NLM_DTYPE``) by NumPy dtype name.
 DTYPE_CODES = {"uint8": 0, "uint16": 1, "float32": 2}
+#: Sample type tags of kernel names by NumPy dtype name.
+DTYPE_TAGS = {"uint8": "u8", "uint16": "u16", "float32": "f32"}
 #: Compiler options. NVRTC picks the device's own architecture.
 CUDA_OPTIONS = ("-std=c++17",)
 
 _DISTANCE_CODES = {Distance.LUMA: 0, Distance.CHROMA: 1, Distance.YUV: 2, Distance.RGB: 3}
 _CHANNELS = {Distance.LUMA: 1, Distance.CHROMA: 2, Distance.YUV: 3, Distance.RGB: 3}
-_DTYPE_TAGS = {"uint8": "u8", "uint16": "u16", "float32": "f32"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ def nlm_kernel_name(spec: NlmSpec) -> str:
     """``avdenoise_nlm_main_`` followed by every specialisation value: a valid C identifier."""
     return (
         f"avdenoise_nlm_main_a{spec.search_radius}_s{spec.patch_radius}_r{spec.radius}"
-        f"_{spec.distance.value}_w{int(spec.wmode)}_{_DTYPE_TAGS[spec.dtype]}"
+        f"_{spec.distance.value}_w{int(spec.wmode)}_{DTYPE_TAGS[spec.dtype]}"
         f"_ref{int(spec.has_ref)}_th{spec.tile_height}_cr{int(spec.centre_registers)}"
     )
 

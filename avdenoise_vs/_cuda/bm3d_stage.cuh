@@ -1,0 +1,183 @@
+// ---- one stage -----------------------------------------------------------------------------
+
+__device__ __forceinline__ float bm_warp_sum(float v) {
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+    return v;
+}
+
+// Copy the `size` blocks of `group` into `blk`, from channel offset `coff` of `frames`.
+__device__ __forceinline__ void bm_gather(float* blk, const long long* frames, long long coff,
+                                          long long pitch, const unsigned* group, int size,
+                                          int lane) {
+    for (int i = lane; i < size * BM_BB; i += 32) {
+        const unsigned k = group[i / BM_BB];
+        const int p = i % BM_BB;
+        const float* src = (const float*)frames[bm_key_t(k)] + coff;
+        blk[(i / BM_BB) * BM_BS + bm_at(p)] =
+            src[(long long)(bm_key_y(k) + p / BM_B) * pitch + bm_key_x(k) + p % BM_B];
+    }
+    __syncwarp();
+}
+
+// Add `weight` * Kaiser * estimate of each block to num/den of its frame's accumulator.
+__device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk,
+                                             const unsigned* group, int size, int c, float weight,
+                                             int lane) {
+    const long long plane = bm_plane(a);
+    for (int i = lane; i < size * BM_BB; i += 32) {
+        const unsigned k = group[i / BM_BB];
+        unsigned long long* num = (unsigned long long*)a.acc_at[bm_key_t(k)];
+        if (!num) continue;
+        unsigned long long* den = num + BM_C * plane;
+        const int p = i % BM_BB;
+        const long long at = (long long)c * plane +
+                             (long long)(bm_key_y(k) + p / BM_B) * a.pitch + bm_key_x(k) + p % BM_B;
+        const float w = weight * bm_kaiser[p];
+        const float v = blk[(i / BM_BB) * BM_BS + bm_at(p)];
+        atomicAdd(num + at, (unsigned long long)__float2ll_rn(w * v * BM_FIX));
+        atomicAdd(den + at, (unsigned long long)__float2ll_rn(w * BM_FIX));
+    }
+}
+
+// Hard thresholding of one channel of a group in `blk` (already 2-D transformed); returns the
+// aggregation weight 1 / N_kept (the group DC is always kept).
+__device__ float bm_hard_threshold(float* blk, int size, float sigma, float lambda, int lane) {
+    int kept = 0;
+    for (int p = lane; p < BM_BB; p += 32) {
+        float v[BM_K_HT];
+#pragma unroll
+        for (int b = 0; b < BM_K_HT; ++b) v[b] = b < size ? blk[b * BM_BS + bm_at(p)] : 0.0f;
+        bm_haar<BM_K_HT>(v, size);
+        const float limit = lambda * sigma * bm_ht_std[p];
+#pragma unroll
+        for (int b = 0; b < BM_K_HT; ++b) {
+            const bool keep = b < size && (fabsf(v[b]) > limit || (b == 0 && p == 0));
+            v[b] = keep ? v[b] : 0.0f;
+            kept += keep;
+        }
+        bm_haar_inverse<BM_K_HT>(v, size);
+#pragma unroll
+        for (int b = 0; b < BM_K_HT; ++b)
+            if (b < size) blk[b * BM_BS + bm_at(p)] = v[b];
+    }
+    __syncwarp();
+    return 1.0f / bm_warp_sum((float)kept);
+}
+
+// Empirical Wiener shrinkage of the noisy group `blk` by the pilot group `pil` (both 2-D
+// transformed); returns the aggregation weight 1 / ||W||^2.
+__device__ float bm_wiener(float* blk, const float* pil, int size, float sigma, int lane) {
+    float norm = 0.0f;
+    const float s2 = sigma * sigma;
+    for (int p = lane; p < BM_BB; p += 32) {
+        float v[BM_K_WIENER], e[BM_K_WIENER];
+#pragma unroll
+        for (int b = 0; b < BM_K_WIENER; ++b) {
+            v[b] = b < size ? blk[b * BM_BS + bm_at(p)] : 0.0f;
+            e[b] = b < size ? pil[b * BM_BS + bm_at(p)] : 0.0f;
+        }
+        bm_haar<BM_K_WIENER>(v, size);
+        bm_haar<BM_K_WIENER>(e, size);
+#pragma unroll
+        for (int b = 0; b < BM_K_WIENER; ++b) {
+            const float energy = e[b] * e[b], total = energy + s2;
+            const float w = b < size ? (total > 0.0f ? energy / total : 1.0f) : 0.0f;
+            v[b] *= w;
+            norm = fmaf(w, w, norm);
+        }
+        bm_haar_inverse<BM_K_WIENER>(v, size);
+#pragma unroll
+        for (int b = 0; b < BM_K_WIENER; ++b)
+            if (b < size) blk[b * BM_BS + bm_at(p)] = v[b];
+    }
+    __syncwarp();
+    return 1.0f / fmaxf(bm_warp_sum(norm), 1e-12f);
+}
+
+// Shared floats per warp: the reference block, the group's keys, and a region that holds the
+// candidate list while matching and the group's blocks (and the pilot's) while filtering.
+template <int WIENER>
+struct BmShared {
+    static constexpr int K = WIENER ? BM_K_WIENER : BM_K_HT;
+    static constexpr int GROUP = (WIENER ? 2 : 1) * K * BM_BS;
+    static constexpr int REGION = 2 * BM_NCAND > GROUP ? 2 * BM_NCAND : GROUP;
+    static constexpr int FLOATS = BM_BB + K + REGION;
+};
+
+// One warp per reference block of window frame `center`; blockIdx.z = channel when the
+// channels are grouped separately. Stage 0 filters `noisy` matched on itself; stage 1 filters
+// `noisy` by Wiener against `pilot`, matched on `pilot`.
+template <int WIENER>
+__device__ void bm3d_stage(const Bm3dArgs& a) {
+    typedef BmShared<WIENER> S;
+    extern __shared__ float shared[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long long index = (long long)blockIdx.x * BM_WARPS + warp;
+    if (index >= a.refs_x * a.refs_y) return;  // whole warps only
+    float* ref = shared + warp * S::FLOATS;
+    unsigned* group = (unsigned*)(ref + BM_BB);
+    float* region = ref + BM_BB + S::K;
+    float* sd = region;
+    unsigned* sk = (unsigned*)(region + BM_NCAND);
+
+    const int grid_h = (int)a.height - BM_B + 1, grid_w = (int)a.width - BM_B + 1;
+    const int ry = min((int)(index / a.refs_x) * (int)a.step, grid_h - 1);
+    const int rx = min((int)(index % a.refs_x) * (int)a.step, grid_w - 1);
+    const int t_ref = (int)a.center;
+    const int c0 = BM_JOINT ? 0 : blockIdx.z;  // the channel blocks are matched on
+    const long long plane = bm_plane(a);
+    const long long* guide = WIENER ? a.pilot_at : a.noisy_at;
+
+    const float* centre = (const float*)guide[t_ref] + c0 * plane;
+#if BM_DTYPE == 2
+    bool finite = true;
+#endif
+    for (int p = lane; p < BM_BB; p += 32) {
+        const float v = centre[(long long)(ry + p / BM_B) * a.pitch + rx + p % BM_B];
+        ref[p] = v;
+#if BM_DTYPE == 2
+        finite = finite && isfinite(v);
+#endif
+    }
+#if BM_DTYPE == 2
+    // A reference block holding a non-finite sample forms no group (see bm_pixel); the guide
+    // shows every one that counts (joint passes mark channel 0, pilots the clip's as well).
+    if (!__all_sync(0xffffffffu, finite)) return;
+#endif
+    __syncwarp();
+    bm_search(guide, c0 * plane, a.pitch, (int)a.height, grid_h, grid_w, t_ref, ry, rx, ref, sd,
+              sk, lane);
+    const int size = bm_select<S::K>(sd, sk, bm_key(t_ref, ry, rx), (float)a.threshold, group, lane);
+
+    float* blk = region;
+    float* pil = region + S::K * BM_BS;
+    for (int g = 0; g < BM_GC; ++g) {
+        const int c = c0 + g;
+        const float sigma = (float)a.sigma[c];
+        bm_gather(blk, a.noisy_at, c * plane, a.pitch, group, size, lane);
+        float weight;
+        if (WIENER) {
+            bm_gather(pil, a.pilot_at, c * plane, a.pitch, group, size, lane);
+            bm_2d(blk, size, bm_wn_fwd, lane);
+            bm_2d(pil, size, bm_wn_fwd, lane);
+            weight = bm_wiener(blk, pil, size, sigma, lane);
+            bm_2d(blk, size, bm_wn_inv, lane);
+        } else {
+            bm_2d(blk, size, bm_ht_fwd, lane);
+            weight = bm_hard_threshold(blk, size, sigma, (float)a.lambda_ht, lane);
+            bm_2d(blk, size, bm_ht_inv, lane);
+        }
+        bm_aggregate(a, blk, group, size, c, weight, lane);
+        __syncwarp();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) BM_NAME_HARD(const Bm3dArgs a) {
+    bm3d_stage<0>(a);
+}
+
+extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) BM_NAME_WIENER(const Bm3dArgs a) {
+    bm3d_stage<1>(a);
+}
+

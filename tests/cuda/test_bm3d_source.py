@@ -1,0 +1,73 @@
+"""The BM3D kernel generator, without a GPU (CuPy not needed): names and source assembly."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from importlib import resources
+
+import pytest
+
+from avdenoise_vs._cuda._bm3d_source import (
+    BM3D_KERNELS,
+    BM3D_PARTS,
+    Bm3dSpec,
+    bm3d_kernel_name,
+    bm3d_source,
+)
+
+__all__: list[str] = []
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _grid():
+    """Specs over every field; channels with their joint / RGB combinations."""
+    colours = [(1, False, False), (2, False, False), (3, False, False), (3, True, False),
+               (3, True, True)]  # fmt: skip
+    for window, (channels, joint, rgb), dtype, bm_range, ps_num, ps_range in itertools.product(
+        (1, 3, 5, 63), colours, ("uint8", "uint16", "float32"), (1, 4, 12), (1, 2, 13), (1, 4, 11)
+    ):
+        yield Bm3dSpec(window, channels, joint, rgb, dtype, bm_range, ps_num, ps_range)
+
+
+def test_kernel_names_are_unique_identifiers():
+    specs = list(_grid())
+    names = [bm3d_kernel_name(spec, kernel) for spec in specs for kernel in BM3D_KERNELS]
+    assert len(set(names)) == len(specs) * len(BM3D_KERNELS)
+    for name in names:
+        assert _IDENTIFIER.match(name) and name.startswith("avdenoise_bm3d_"), name
+
+
+@pytest.mark.parametrize("kernel", BM3D_KERNELS)
+def test_names_start_with_their_stage(kernel):
+    spec = Bm3dSpec(3, 3, True, False, "uint16", 4, 2, 4)
+    assert bm3d_kernel_name(spec, kernel).startswith(f"avdenoise_{kernel}_t3_")
+
+
+def test_source_defines_and_uses_every_kernel_name():
+    spec = Bm3dSpec(3, 1, False, False, "float32", 4, 2, 4)
+    source = bm3d_source(spec)
+    assert source == bm3d_source(spec)
+    for kernel in BM3D_KERNELS:
+        macro = f"BM_NAME_{kernel.removeprefix('bm3d_').upper()}"
+        assert f"#define {macro} {bm3d_kernel_name(spec, kernel)}\n" in source
+        assert re.search(rf"__global__ void (__launch_bounds__\(\w+ \* 32\) )?{macro}\(", source)
+    assert not re.search(r"__global__ void (__launch_bounds__\(\w+ \* 32\) )?bm3d_", source)
+
+
+def test_source_is_the_parts_in_order():
+    """The device code is every shipped part once, in BM3D_PARTS order, each whole lines."""
+    files = resources.files("avdenoise_vs._cuda")
+    shipped = sorted(p.name for p in files.iterdir() if re.fullmatch(r"bm3d_\w+\.cuh", p.name))
+    assert sorted(BM3D_PARTS) == shipped
+    parts = [files.joinpath(part).read_text(encoding="utf-8") for part in BM3D_PARTS]
+    assert all(part.endswith("\n") for part in parts)
+    source = bm3d_source(Bm3dSpec(1, 1, False, False, "uint8", 4, 2, 4))
+    assert source.endswith("".join(parts))
+    assert "struct Bm3dArgs {" in parts[0]
+
+
+def test_windows_past_the_key_limit_are_refused():
+    with pytest.raises(ValueError, match="at most 63"):
+        bm3d_source(Bm3dSpec(65, 1, False, False, "uint8", 4, 2, 4))
