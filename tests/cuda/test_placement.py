@@ -37,6 +37,8 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     for name in ("AVDENOISE_DEBUG", "CUDA_VISIBLE_DEVICES", "CUPY_CACHE_IN_MEMORY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "kernel_cache"))
+    # Once CuPy is imported (GPU tests before these), cache_dir answers CuPy's own directory.
+    monkeypatch.setattr(_warmup_cache, "cache_dir", lambda: tmp_path / "kernel_cache")
     return tmp_path / "kernel_cache" / _placement.FOLDER
 
 
@@ -173,8 +175,10 @@ def test_an_unwritable_cache_falls_back_to_0(
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv("CUPY_CACHE_DIR", str(blocker / "kernel_cache"))  # mkdir fails, root too
+    monkeypatch.setattr(_warmup_cache, "cache_dir", lambda: blocker / "kernel_cache")
     monkeypatch.setattr(_placement, "visible_count", lambda: 4)
+    # A placement that worked would pick device 2, the freest; mkdir fails, even as root.
+    monkeypatch.setattr(_placement, "free_memory", lambda count: [1, 1, 9, 1])
     assert _placement.device_for_process(None) == 0
 
 
