@@ -80,6 +80,13 @@ class NumpyBackend:
         The passes to run, in order; each writes its own planes.
     layout : FrameLayout
         Layout of the clip (and of ``ref``).
+
+    Notes
+    -----
+    A frame runs on the thread VapourSynth calls it on, with no thread pool of its own:
+    VapourSynth already renders ``core.num_threads`` frames at once (one per CPU by default),
+    and NumPy releases the GIL in the large array operations that take the time, so threads
+    inside a frame would only compete with those frames for the same cores.
     """
 
     name = "cpu"
