@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import Noise, make_source  # noqa: E402
+from _bench import Noise, make_source
 
 #: Case name -> the source format and the Denoise arguments it adds to ``device='cpu'``.
 #: Joint YUV (CBM3D) needs co-sited planes, hence 4:4:4 there.
