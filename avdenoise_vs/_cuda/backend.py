@@ -245,14 +245,7 @@ class CudaBackend:
         thread's next frame into its staging buffers), or None when ``dst`` is done. `base`
         numbers the inputs in the cache (the warm-up's frames use keys no clip uses).
         """
-        state = getattr(self._local, "state", None)
-        # Each call that releases the GIL costs a wait to get it back under 16 threads
-        # (docs/BENCHMARKS.md): set the device only on a thread's first frame, unless this
-        # process runs backends on several devices.
-        if state is None or len(DEVICES_IN_USE) > 1:
-            self._runtime.setDevice(self.device_id)
-            if state is None:
-                state = self._new_state()
+        state = self._thread_state()
         if state.pending is not None:  # the last frame's slots: the bridge has waited for it
             self._release_pending(state)
         distinct = list(dict.fromkeys(frame_numbers))
@@ -267,14 +260,7 @@ class CudaBackend:
                 out = self._gate.enter(frame_numbers[len(frame_numbers) // 2])
                 state.out_ptr, state.args = out.ptr, [p.new_args(out.ptr) for p in self._passes]
             slots = dict(zip(keys, [entry.slot.ptr for entry in entries], strict=True))
-            values = [slots[base, f] for f in frame_numbers]
-            guides = (
-                values if self._num_inputs == 1 else [slots[base + 1, f] for f in frame_numbers]
-            )
-            for npass, args in zip(self._passes, state.args, strict=True):
-                lease = npass.launch(args, frame_numbers, values, guides, state)
-                if lease is not None:
-                    leases.append((npass, lease))
+            self._launch_passes(state, slots, frame_numbers, base, leases)
         except BaseException:
             self._cache.abandon(fresh)
             self._abort(state, entries, leases, out)
@@ -282,6 +268,31 @@ class CudaBackend:
         return self._download(state, dst, entries, leases, out)
 
     # -- internals ------------------------------------------------------------------------
+
+    def _thread_state(self) -> ThreadState:
+        """The calling thread's state, made on its first frame, with its device current."""
+        state = getattr(self._local, "state", None)
+        # Each call that releases the GIL costs a wait to get it back under 16 threads
+        # (docs/BENCHMARKS.md): set the device only on a thread's first frame, unless this
+        # process runs backends on several devices.
+        if state is None or len(DEVICES_IN_USE) > 1:
+            self._runtime.setDevice(self.device_id)
+            if state is None:
+                state = self._new_state()
+        return state
+
+    def _launch_passes(
+        self, state: ThreadState, slots: dict, frame_numbers: tuple, base: int, leases: list
+    ) -> None:
+        """Launch every pass on the frame's window, in order, on the thread's stream; the
+        leases of their work buffers go into `leases` as they are taken, so that a failure
+        part-way gives back what was taken."""
+        values = [slots[base, f] for f in frame_numbers]
+        guides = values if self._num_inputs == 1 else [slots[base + 1, f] for f in frame_numbers]
+        for npass, args in zip(self._passes, state.args, strict=True):
+            lease = npass.launch(args, frame_numbers, values, guides, state)
+            if lease is not None:
+                leases.append((npass, lease))
 
     def _default_cache_slots(self, gated: bool) -> int:
         """Frames to keep on the device: enough for 16 threads on consecutive frames, bounded
