@@ -198,8 +198,8 @@ def visible_count() -> int:
     """Devices the driver shows this process (after ``CUDA_VISIBLE_DEVICES``).
 
     A variable naming at most one device answers without loading the driver: there is
-    nothing to choose. Otherwise ``cuInit`` runs here, before the early context's thread,
-    whose own ``cuInit`` then returns at once.
+    nothing to choose. Otherwise the driver counts them (in the early context's thread its
+    ``cuInit`` has run already, and returns at once here).
     """
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
