@@ -107,9 +107,8 @@ VARIABLES: tuple[Variable, ...] = (
         "How a VapourSynth thread waits for the GPU: spin on a core, yield it between polls, "
         "or sleep until the GPU is done. `auto`: NLM leaves it to the driver (spin while a "
         "process has fewer contexts than the machine has cores); a process whose first CUDA "
-        "filter runs BM3D yields, and its frames sleep before their download: a fleet of "
-        "V-BM3D workers ran 19% faster than spinning. Spinning costs CPU that an Av1an "
-        "fleet's sources, encoders and other workers could use.",
+        "filter runs BM3D sleeps. Spinning or yielding costs CPU that an Av1an fleet's "
+        "sources, encoders and other workers could use.",
         choices=("auto", "spin", "yield", "block"),
     ),
     Variable(

@@ -78,6 +78,9 @@ class Bm3dSpec:
         NumPy name of the sample type: ``uint8``, ``uint16`` or ``float32``.
     bm_range, ps_num, ps_range : int
         Full-search radius and predictive search, as in the reference.
+    kernels : tuple of str
+        The kernels the pass launches (of :data:`BM3D_KERNELS`): one module each, so that a
+        pass compiles only what it runs, and its modules compile side by side.
     """
 
     window: int
@@ -88,6 +91,7 @@ class Bm3dSpec:
     bm_range: int
     ps_num: int
     ps_range: int
+    kernels: tuple[str, ...] = BM3D_KERNELS
 
     @property
     def candidates(self) -> int:
@@ -139,9 +143,17 @@ def _tables() -> str:
     )
 
 
-def bm3d_source(spec: Bm3dSpec) -> str:
-    """The source of the module holding ``bm3d_load``, ``bm3d_hard``, ``bm3d_wiener`` and
-    ``bm3d_finish`` for `spec` (see bm3d_common.cuh for the launch protocol)."""
+def bm3d_source(spec: Bm3dSpec, kernels: tuple[str, ...] = BM3D_KERNELS) -> str:
+    """The source of the module holding `kernels` (of :data:`BM3D_KERNELS`) for `spec` (see
+    bm3d_common.cuh for the launch protocol).
+
+    Only the name macros of `kernels` are defined, and each kernel is compiled only when its
+    macro is: NVRTC then spends nothing on the others (the stage kernels are nearly all of a
+    module's compile time).
+    """
+    unknown = set(kernels) - set(BM3D_KERNELS)
+    if unknown:
+        raise ValueError(f"kernels must be of {BM3D_KERNELS}, got {sorted(unknown)}")
     if spec.window > 63:
         raise ValueError(f"window must be at most 63 frames, got {spec.window}")
     header = [
@@ -157,7 +169,7 @@ def bm3d_source(spec: Bm3dSpec) -> str:
         f"#define BM_K_HT {GROUP_HT}",
         f"#define BM_K_WIENER {GROUP_WIENER}",
         f"#define BM_WARPS {BM3D_WARPS}",
-        *(f"#define BM_NAME_{k[5:].upper()} {bm3d_kernel_name(spec, k)}" for k in BM3D_KERNELS),
+        *(f"#define BM_NAME_{k[5:].upper()} {bm3d_kernel_name(spec, k)}" for k in kernels),
         _tables(),
         "",
     ]

@@ -69,16 +69,16 @@ def device_number(cupy, device_index: int | None) -> int:
 
 def wait_mode(sync: str, passes: tuple[PassSettings, ...]) -> str:
     """How the process's threads wait for the device: the user's ``AVDENOISE_CUDA_SYNC``, or
-    for ``auto`` with a BM3D pass, yield between polls.
+    for ``auto`` with a BM3D pass, asleep until the GPU is done.
 
     An Av1an fleet's CPU is shared by every worker's source and filters, and a BM3D frame
-    waits long for the GPU: 16 workers x 240 frames of V-BM3D radius 1 ran 261 fps yielding,
-    247 asleep and 220 spinning, BM3D radius 0 631, 644 and 631 (H200, docs/BENCHMARKS.md:
-    "Wait modes in a fleet"). The first CUDA filter of a process decides, since the flags
-    belong to its context.
+    waits long for the GPU: in one call, 16 workers x 240 frames of V-BM3D radius 1 ran 274
+    and 282 fps asleep against 179 and 278 yielding between polls, BM3D radius 0 660-682
+    against 595-685 (H200, docs/BENCHMARKS.md: "Transfers and wait modes in a fleet"). The
+    first CUDA filter of a process decides, since the flags belong to its context.
     """
     if sync == "auto" and any(isinstance(options, Bm3dSettings) for options in passes):
-        return "yield"
+        return "block"
     return sync
 
 

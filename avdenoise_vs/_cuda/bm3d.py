@@ -40,7 +40,10 @@ MAX_PLANE_SIDE = (1 << 13) + 7
 
 
 def _pass_spec(options: Bm3dSettings, layout: FrameLayout) -> Bm3dSpec:
-    """The compile-time values of a pass's kernels."""
+    """The compile-time values of a pass's kernels, and which kernels it launches."""
+    stages = ("bm3d_hard",) * (not options.has_ref) + ("bm3d_wiener",) * (
+        Stages.WIENER in options.stages
+    )
     return Bm3dSpec(
         window=2 * options.radius + 1,
         channels=len(options.planes),
@@ -50,6 +53,7 @@ def _pass_spec(options: Bm3dSettings, layout: FrameLayout) -> Bm3dSpec:
         bm_range=options.bm_range,
         ps_num=options.ps_num,
         ps_range=options.ps_range,
+        kernels=("bm3d_load", *stages, "bm3d_finish"),
     )
 
 
@@ -180,7 +184,7 @@ class Bm3dPass:
                 self.calls = cuda_calls()
                 kernels = get_bm3d_kernels(self.spec)  # memoized: the modules stay loaded
                 for name, shared in self._stage_shared.items():
-                    if shared > _DEFAULT_SHARED_LIMIT:
+                    if name in kernels and shared > _DEFAULT_SHARED_LIMIT:
                         kernels[name].max_dynamic_shared_size_bytes = shared
                 self._schedule.start()
                 self._kernels = {name: kernel.kernel.ptr for name, kernel in kernels.items()}

@@ -10,7 +10,8 @@
 //   BM_K_HT, BM_K_WIENER   most blocks per group in each stage
 //   BM_WARPS    warps (reference blocks) per thread block
 //   BM_NAME_LOAD, BM_NAME_HARD, BM_NAME_WIENER, BM_NAME_FINISH   the C names of the kernels
-//               below (avdenoise_bm3d_<kernel>_<every specialisation value>)
+//               below (avdenoise_bm3d_<kernel>_<every specialisation value>); a module
+//               defines only its own kernel's, and only that kernel is compiled
 //   constant tables: bm_ht_fwd/bm_ht_inv (Bior1.5), bm_wn_fwd/bm_wn_inv (DCT), bm_ht_std
 //   (coefficient deviation under unit noise), bm_kaiser, bm_opp and bm_opp_inv (3x3)
 //

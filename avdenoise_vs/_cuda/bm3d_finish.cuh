@@ -4,6 +4,7 @@
 // (basic estimates) or into the output samples; `clear` leaves the accumulator zero. Float
 // clips: a pixel that no group reached (den 0, see bm_pixel) keeps the value of frame src[0][0]
 // there: its working value in a basic estimate, its very sample in the output.
+#ifdef BM_NAME_FINISH
 extern "C" __global__ void BM_NAME_FINISH(const Bm3dArgs a) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -61,3 +62,4 @@ extern "C" __global__ void BM_NAME_FINISH(const Bm3dArgs a) {
 #endif
     }
 }
+#endif

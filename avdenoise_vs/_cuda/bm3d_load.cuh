@@ -32,6 +32,7 @@ __device__ __forceinline__ void bm_pixel(const Bm3dArgs& a, long long slot, long
 }
 
 // Thread per pixel, z = window frame (+ T for the ref clip): float planes in 8-bit scale.
+#ifdef BM_NAME_LOAD
 extern "C" __global__ void BM_NAME_LOAD(const Bm3dArgs a) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -58,4 +59,4 @@ extern "C" __global__ void BM_NAME_LOAD(const Bm3dArgs a) {
 #pragma unroll
     for (int c = 0; c < BM_C; ++c) dst[base + c * plane] = v[c];
 }
-
+#endif

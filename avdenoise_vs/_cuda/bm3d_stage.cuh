@@ -173,11 +173,15 @@ __device__ void bm3d_stage(const Bm3dArgs& a) {
     }
 }
 
+#ifdef BM_NAME_HARD
 extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) BM_NAME_HARD(const Bm3dArgs a) {
     bm3d_stage<0>(a);
 }
+#endif
 
+#ifdef BM_NAME_WIENER
 extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) BM_NAME_WIENER(const Bm3dArgs a) {
     bm3d_stage<1>(a);
 }
+#endif
 

@@ -124,6 +124,17 @@ def test_gated_passes_render_through_every_transfer(
     assert 1 <= backend._gate.made <= 2
 
 
+@pytest.mark.parametrize("radius", [0, 1])
+def test_auto_copies_gated_frames_directly(fake_cuda, monkeypatch, radius):
+    """ "auto" never stages a gated pass's frames, one-frame windows included (see
+    ``_transfer/__init__.py``), and an ungated pass with the same window still stages."""
+    backend, _, _ = _backend("YUV420P16", "auto", radius=radius)
+    ungated = backend.transfer
+    monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 2, raising=False)
+    gated, _, _ = _backend("YUV420P16", "auto", radius=radius)
+    assert (ungated, gated.transfer) == ("staged" if radius == 0 else "direct", "direct")
+
+
 def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):
     """The warm-up's state, and those made up to the core's threads, go to the first render
     threads: a thread whose frame finds one makes none of its own."""

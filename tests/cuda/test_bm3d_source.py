@@ -56,6 +56,29 @@ def test_source_defines_and_uses_every_kernel_name():
     assert not re.search(r"__global__ void (__launch_bounds__\(\w+ \* 32\) )?bm3d_", source)
 
 
+@pytest.mark.parametrize("kernel", BM3D_KERNELS)
+def test_a_module_of_one_kernel_names_only_that_kernel(kernel):
+    """The other kernels' name macros stay undefined, and the device code compiles each kernel
+    only under its own macro, so NVRTC builds nothing else."""
+    spec = Bm3dSpec(3, 1, False, False, "float32", 4, 2, 4)
+    source = bm3d_source(spec, (kernel,))
+    defined = re.findall(r"^#define (BM_NAME_\w+) ", source, re.M)
+    assert defined == [f"BM_NAME_{kernel.removeprefix('bm3d_').upper()}"]
+    lines = source.splitlines()
+    guarded = [
+        (lines[i - 1], re.search(r"(BM_NAME_\w+)\(", line)[1])
+        for i, line in enumerate(lines)
+        if "__global__ void" in line
+    ]
+    assert len(guarded) == len(BM3D_KERNELS)
+    assert all(guard == f"#ifdef {name}" for guard, name in guarded)
+
+
+def test_unknown_kernels_are_refused():
+    with pytest.raises(ValueError, match="bm3d_sharpen"):
+        bm3d_source(Bm3dSpec(1, 1, False, False, "uint8", 4, 2, 4), ("bm3d_sharpen",))
+
+
 def test_source_is_the_parts_in_order():
     """The device code is every shipped part once, in BM3D_PARTS order, each whole lines."""
     files = resources.files("avdenoise_vs._cuda")

@@ -50,12 +50,12 @@ def _cupy(count: int | Exception, current: int = 0):
     ("sync", "passes", "expected"),
     [
         ("auto", (NLM,), "auto"),
-        ("auto", (NLM, BM3D), "yield"),
+        ("auto", (NLM, BM3D), "block"),
         ("spin", (BM3D,), "spin"),
         ("block", (NLM,), "block"),
     ],
 )
-def test_auto_yields_only_for_bm3d(sync, passes, expected):
+def test_auto_sleeps_only_for_bm3d(sync, passes, expected):
     assert _device.wait_mode(sync, passes) == expected
 
 

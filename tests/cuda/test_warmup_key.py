@@ -79,10 +79,21 @@ def test_nlm_launch_settings_share_a_key() -> None:
 
 def test_bm3d_launch_settings_share_a_key() -> None:
     key = _key(BM3D)
-    assert (
-        _key(BM3D, lambda_ht=3.5, mismatch_scale=2.0, block_step=8, stages=Stages.HARD_THRESHOLD)
-        == key
-    )
+    assert _key(BM3D, lambda_ht=3.5, mismatch_scale=2.0, block_step=8) == key
+
+
+@pytest.mark.parametrize(
+    ("stages", "launched"),
+    [
+        (Stages.HARD_THRESHOLD, ("bm3d_load", "bm3d_hard", "bm3d_finish")),
+        (Stages.WIENER, ("bm3d_load", "bm3d_wiener", "bm3d_finish")),
+        (Stages.BOTH, ("bm3d_load", "bm3d_hard", "bm3d_wiener", "bm3d_finish")),
+    ],
+)
+def test_bm3d_stages_choose_the_kernels_compiled(stages: Stages, launched: tuple) -> None:
+    """A pass compiles only the kernels its stages launch, so its stages are in the key."""
+    assert _spec(dataclasses.replace(BM3D, stages=stages), _layout()).kernels == launched
+    assert (_key(BM3D, stages=stages) == _key(BM3D)) == (stages is Stages.BOTH)
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,14 @@ against 2390 direct in four), and with d=1 slower (1825 against 2421-2593), so "
 frames of 3 MiB or more, and frames of one-frame windows. With the bridge's host step, NLM
 Y d=0 under vspipe ran at 5141 and 4975 fps against 3500 and 3310 with Python's copies, in
 interleaved runs (docs/BENCHMARKS.md, "the bridge's host step").
+
+Gated passes (BM3D) copy directly, whatever their frame size. An Av1an fleet is bound by the
+host's CPU and memory, not by the GPU, and the driver stages pageable copies through a small
+buffer that stays in the CPU's caches, where a thread's page-locked buffers of whole frames
+(16 threads of 16 workers) go through memory: 16 workers x 240 frames of BM3D radius 0 at
+1080p ran 789-822 fps direct against 660-682 staged, with 57 CPU seconds against 70, and
+V-BM3D radius 1 in YUV444 351 and 388 against 274 and 282 (H200, docs/BENCHMARKS.md:
+"Transfers and wait modes in a fleet").
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ logger = logging.getLogger(__name__)
 #: The values of ``transfer`` (and of ``AVDENOISE_DEBUG``'s ``transfer`` key).
 TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
 #: "auto" stages frames (all planes a pass reads, in the slot's layout) of at least this many
-#: bytes, and the frames of one-frame windows (module notes).
+#: bytes, and the frames of one-frame windows, unless the passes are gated (module notes).
 STAGE_MIN_BYTES = 3 << 20
 
 
@@ -67,7 +75,8 @@ def choose(transfer: str, context: Context) -> tuple[str, Upload, Download]:
     """
     if transfer == "auto":
         large = context.slots.nbytes >= STAGE_MIN_BYTES
-        transfer = "staged" if large or context.window == 1 else "direct"
+        one_frame = context.window == 1
+        transfer = "staged" if context.gate is None and (large or one_frame) else "direct"
     staged_up = transfer in ("staged", "staged-upload")
     upload = StagedUpload(context) if staged_up else DirectUpload(context)
     if transfer not in ("staged", "staged-download"):
