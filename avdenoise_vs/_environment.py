@@ -180,6 +180,15 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "cold cache warms.",
     ),
     DebugKey(
+        "gate_order",
+        "`arrival` / `expected`",
+        "arrival",
+        "V-BM3D frames enter the GPU lowest number first among those already waiting "
+        "(`arrival`), or among those being uploaded too, waiting briefly for a lower one "
+        "(`expected`: no group filtered twice, less memory, but slower in a fleet).",
+        choices=("arrival", "expected"),
+    ),
+    DebugKey(
         "bm3d_workspaces",
         "a positive integer",
         "4 spatial, 3 V-BM3D",

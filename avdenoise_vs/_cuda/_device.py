@@ -18,8 +18,11 @@ from ._calls import set_sync_mode
 from ._context import start_early_context
 from ._placement import device_for_process
 
-__all__ = ["DEVICES_IN_USE", "device_number", "new_pass", "open_device", "shared_limit",
-           "wait_mode"]  # fmt: skip
+__all__ = ["DEVICES_IN_USE", "device_number", "gate_patience", "new_pass", "open_device",
+           "shared_limit", "wait_mode"]  # fmt: skip
+
+#: Longest a V-BM3D frame waits at the GPU gate for a lower frame still uploading (_gate.py).
+GATE_PATIENCE_S = 0.05
 
 #: Devices that backends of this process run on (see ``CudaBackend.bridge_process``).
 DEVICES_IN_USE: set[int] = set()
@@ -80,6 +83,22 @@ def wait_mode(sync: str, passes: tuple[PassSettings, ...]) -> str:
     if sync == "auto" and any(isinstance(options, Bm3dSettings) for options in passes):
         return "block"
     return sync
+
+
+def gate_patience(passes: tuple[PassSettings, ...]) -> float | None:
+    """The GPU gate's patience (``_gate.GpuGate``): None, the lowest frame waiting first,
+    unless ``AVDENOISE_DEBUG``'s ``gate_order`` says `expected` for a V-BM3D pass.
+
+    In order, V-BM3D frames filter no group twice: 1.01 jobs an output frame against 1.26
+    with 16 threads, and 1519 MiB against 1875 (radius 1, YUV444, the backend alone). But a
+    fleet's frames then wait for each other's uploads: 16 workers ran 266 and 287 fps against
+    302 and 304, the chain of V-BM3D and NLM 402 and 400 against 446 and 436 (H200,
+    docs/BENCHMARKS.md: "V-BM3D frames in order").
+    """
+    temporal = any(isinstance(p, Bm3dSettings) and p.radius > 0 for p in passes)
+    if temporal and debug_switch("gate_order") == "expected":
+        return GATE_PATIENCE_S
+    return None
 
 
 def shared_limit(runtime, device_id: int) -> int:

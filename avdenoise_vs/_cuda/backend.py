@@ -46,7 +46,7 @@ from . import _transfer
 from ._buffers import SlotLayout, ThreadState
 from ._cache import FrameCache, wait_for
 from ._calls import cuda_calls, set_sync_mode
-from ._device import DEVICES_IN_USE, new_pass, open_device, shared_limit, wait_mode
+from ._device import DEVICES_IN_USE, gate_patience, new_pass, open_device, shared_limit, wait_mode
 from ._gate import GpuGate
 
 __all__ = ["CudaBackend"]
@@ -120,7 +120,8 @@ class CudaBackend:
             # frame order, each with an output buffer lent for that part (see _gate.py).
             limits = [getattr(p, "frames_in_flight", None) for p in self._passes]
             gated = all(limits)
-            self._gate = GpuGate(min(limits), self._new_out) if gated else None
+            patience = gate_patience(passes)
+            self._gate = GpuGate(min(limits), self._new_out, patience) if gated else None
             if cache_slots is None:
                 cache_slots = self._default_cache_slots(gated)
         self._cache = FrameCache(slots.nbytes, cache_slots)
@@ -252,16 +253,22 @@ class CudaBackend:
         keys = [(base + i, f) for i in range(self._num_inputs) for f in distinct]
         entries, fresh = self._cache.acquire(keys)
         leases, out = [], None  # held until the frame's stream has synchronized
+        center = frame_numbers[len(frame_numbers) // 2]
+        ordered = self._gate is not None and self._gate.ordered
+        if ordered:  # on its way: later frames wait briefly for it at the gate
+            self._gate.expect(center)
         try:
             if fresh:
                 self._upload(fresh, frame_numbers, windows, base, state)
             wait_for(entries, state.stream_ptr, self._calls)
             if self._gate is not None:  # an output buffer lent for the GPU part, in frame order
-                out = self._gate.enter(frame_numbers[len(frame_numbers) // 2])
+                out = self._gate.enter(center)
                 state.out_ptr, state.args = out.ptr, [p.new_args(out.ptr) for p in self._passes]
             slots = dict(zip(keys, [entry.slot.ptr for entry in entries], strict=True))
             self._launch_passes(state, slots, frame_numbers, base, leases)
         except BaseException:
+            if ordered and out is None:
+                self._gate.withdraw(center)
             self._cache.abandon(fresh)
             self._abort(state, entries, leases, out)
             raise

@@ -3,6 +3,7 @@ start, and the wait mode a process asks its context for."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import types
@@ -57,6 +58,16 @@ def _cupy(count: int | Exception, current: int = 0):
 )
 def test_auto_sleeps_only_for_bm3d(sync, passes, expected):
     assert _device.wait_mode(sync, passes) == expected
+
+
+def test_only_asked_for_temporal_bm3d_frames_wait_for_lower_ones(monkeypatch):
+    """Gates admit frames in arrival order unless AVDENOISE_DEBUG asks for the expected
+    order, which only V-BM3D's frames, that share work, then follow."""
+    vbm3d = dataclasses.replace(BM3D, radius=1)
+    assert _device.gate_patience((vbm3d,)) is None
+    monkeypatch.setenv("AVDENOISE_DEBUG", "gate_order=expected")
+    assert _device.gate_patience((vbm3d,)) == _device.GATE_PATIENCE_S
+    assert _device.gate_patience((BM3D,)) is None
 
 
 def test_the_device_is_the_current_one_or_the_one_asked_for():

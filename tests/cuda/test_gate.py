@@ -85,3 +85,70 @@ def test_a_failed_buffer_gives_the_place_back() -> None:
     buffer = gate.enter(2)  # would wait forever if the failed frame kept its place
     gate.leave(buffer)
     assert gate.made == 1
+
+
+def _enter_on_thread(gate: GpuGate, n: int, entered: list) -> threading.Thread:
+    """Frame `n` enters on a thread of its own, notes its entry and leaves."""
+
+    def frame() -> None:
+        buffer = gate.enter(n)
+        entered.append((n, time.monotonic()))
+        gate.leave(buffer)
+
+    thread = threading.Thread(target=frame)
+    thread.start()
+    return thread
+
+
+def test_an_ordered_gate_lets_a_frame_on_its_way_go_first() -> None:
+    """Frame 5 reaches the gate while frame 3 still uploads: 5 waits for 3, which enters
+    first as soon as it arrives."""
+    gate = GpuGate(2, _Buffer, patience_s=5.0)
+    assert gate.ordered
+    gate.expect(3)
+    gate.expect(5)
+    entered: list = []
+    late = _enter_on_thread(gate, 5, entered)
+    _wait_until(lambda: len(gate._waiting) == 1)
+    time.sleep(0.05)
+    assert entered == []  # room inside, but 3 is on its way
+    first = gate.enter(3)
+    late.join(timeout=5)
+    gate.leave(first)
+    assert [n for n, _ in entered] == [5]
+    assert not gate._expected
+
+
+def test_a_frame_that_never_comes_delays_only_the_next_one() -> None:
+    """The patience bounds the wait for a frame on its way; once out, the frames behind stop
+    expecting it."""
+    gate = GpuGate(2, _Buffer, patience_s=0.2)
+    for n in (3, 5, 6):
+        gate.expect(n)
+    entered: list = []
+    start = time.monotonic()
+    _enter_on_thread(gate, 5, entered).join(timeout=5)
+    _enter_on_thread(gate, 6, entered).join(timeout=5)
+    assert [n for n, _ in entered] == [5, 6]
+    assert entered[0][1] - start >= 0.2  # 5 waited out its patience for 3
+    assert entered[1][1] - entered[0][1] < 0.15  # 6 did not wait for 3 again
+    assert not gate._expected
+
+
+def test_a_withdrawn_frame_is_waited_for_no_longer() -> None:
+    gate = GpuGate(2, _Buffer, patience_s=30.0)
+    gate.expect(3)
+    gate.expect(5)
+    entered: list = []
+    late = _enter_on_thread(gate, 5, entered)
+    _wait_until(lambda: len(gate._waiting) == 1)
+    gate.withdraw(3)  # its upload failed
+    late.join(timeout=5)
+    assert [n for n, _ in entered] == [5]
+
+
+def test_an_unordered_gate_expects_nothing() -> None:
+    """Spatial BM3D's gate admits the lowest frame waiting, whatever is on its way."""
+    gate = GpuGate(1, _Buffer)
+    assert not gate.ordered
+    gate.leave(gate.enter(9))
