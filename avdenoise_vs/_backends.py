@@ -67,11 +67,11 @@ def select_backend(
     for name, index in candidates:
         try:
             backend = _build(name, index, passes, layout)
+            cause = _warm_up(backend)  # the device's context may be what is unavailable
         except BackendUnavailable as error:
             logger.debug("avdenoise: backend %s unavailable: %s", name, error)
             reasons.append(f"{name}: {error}")
             continue
-        cause = _warm_up(backend)
         if cause is None:
             if cold is not None:
                 _warn(function, *cold[:2], f"device='auto' runs on {name} instead")
@@ -171,18 +171,25 @@ def _warm_up(backend) -> str | None:
     str or None
         The cause when the warm-up failed (one line, shortened), else None; None too for a
         backend that compiles nothing (the CPU's).
+
+    Raises
+    ------
+    BackendUnavailable
+        When the device's context cannot be made (the warm-up is what first needs it).
     """
     if not hasattr(backend, "kernel_specs"):
         return None
     from . import warmup
 
     key = warmup.kernel_key(backend.kernel_specs(), device=backend.device_id)
-    outcome = warmup.warm_up(key, backend.warm_up)
+    outcome = warmup.warm_up(key, backend.warm_up, ahead=backend.compile_ahead)
     if outcome.ok:
         _prepare_threads(backend)
         warmup.record_phase("warm")
         return None
     error = outcome.error
+    if isinstance(error, BackendUnavailable):
+        raise error
     first_line = (str(error).strip().splitlines() or [""])[0]
     cause = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
     return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 3] + "..."

@@ -180,6 +180,14 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "cold cache warms.",
     ),
     DebugKey(
+        "compile_ahead",
+        "`on` / `off`",
+        "on",
+        "The process that compiles for the warm-up queue runs NVRTC while its CUDA context "
+        "comes up, into CuPy's kernel cache (`on`), or only once the context is up (`off`).",
+        choices=("on", "off"),
+    ),
+    DebugKey(
         "gate_order",
         "`arrival` / `expected`",
         "arrival",

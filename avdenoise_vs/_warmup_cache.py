@@ -84,12 +84,20 @@ def _nvrtc_part(cupy: object) -> str:
 
 
 def _arch_part(cupy: object, device: int | None) -> str:
-    """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU."""
+    """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU.
+
+    Read from the device's attributes, which need no CUDA context: the key is made before a
+    compiling worker's context is up (``_cuda/_ahead.py``), and ``Device.compute_capability``
+    would make the device current, which creates its context.
+    """
     try:
-        capability = cupy.cuda.Device(device).compute_capability  # type: ignore[attr-defined]
+        runtime = cupy.cuda.runtime  # type: ignore[attr-defined]
+        device = runtime.getDevice() if device is None else device
+        major = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMajor, device)
+        minor = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMinor, device)
     except Exception:  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
         return "sm=none"
-    return f"sm={capability}"
+    return f"sm={major}{minor}"
 
 
 def kernel_key(

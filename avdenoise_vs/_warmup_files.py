@@ -34,7 +34,9 @@ __all__ = [
 
 logger = logging.getLogger("avdenoise_vs.warmup")
 
-_POLL_S: Final[float] = 0.1
+#: How often a waiting process looks for the lock and the stamp. In a cold fleet every waiter
+#: starts its first frame only once it sees the stamp; a look is two system calls.
+_POLL_S: Final[float] = 0.02
 
 # Lock files already reported as unusable: a script with many filters logs each once.
 _unusable_locks: set[str] = set()
@@ -71,7 +73,7 @@ def note_unusable_lock(path: Path, exc: BaseException) -> None:
 
 
 def wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> WaitResult:
-    """Poll for the lock about every 100 ms until held, stamped or out of time.
+    """Poll for the lock every ``_POLL_S`` until held, stamped or out of time.
 
     Raises
     ------

@@ -355,6 +355,7 @@ def warm_up(
     key: int,
     compile_fn: Callable[[], object],
     *,
+    ahead: Callable[[], object] | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     wait_limit: float | None = None,
 ) -> WarmUpOutcome:
@@ -366,6 +367,10 @@ def warm_up(
         From `kernel_key`.
     compile_fn : callable
         Compiles (or loads from the cache) every kernel of `key`. Its result is discarded.
+    ahead : callable, optional
+        Called first, only in the process that holds the place (the one that compiles for
+        the queue): starts work that `compile_fn` then waits for (the CUDA backend's compile
+        ahead of its context). What it raises is logged, never returned.
     cache_dir, wait_limit
         As for `WarmUp.begin`.
 
@@ -385,6 +390,8 @@ def warm_up(
     place = WarmUp.begin(key, cache_dir=cache_dir, wait_limit=wait_limit)
     queued = place is not None
     try:
+        if queued and ahead is not None:
+            _start_ahead(key, ahead)
         compile_fn()
     except Exception as error:  # NVRTC, out of memory, a corrupt cache file, a CuPy bug
         logger.debug("warm-up of %032x failed", key, exc_info=True)
@@ -396,3 +403,11 @@ def warm_up(
     finally:
         if place is not None:
             place.close()  # after finish(), nothing; after a failure, released without a stamp
+
+
+def _start_ahead(key: int, ahead: Callable[[], object]) -> None:
+    """Call `warm_up`'s `ahead`; a failure only costs the head start."""
+    try:
+        ahead()
+    except Exception:
+        logger.debug("work ahead of the warm-up of %032x failed", key, exc_info=True)

@@ -47,6 +47,7 @@ class _FakeCuda:
     name = "cuda"
     failures = 0
     unavailable: str | None = None
+    context_fails: str | None = None  # the warm-up, the first to need the context, raises
     built: list[_FakeCuda] = []
 
     def __init__(self, passes, layout, device_index=None) -> None:
@@ -56,6 +57,7 @@ class _FakeCuda:
         self.device_id = device_index or 0
         self.compiles = 0
         self.compiled = False
+        self.ahead = 0
         self._frames = NumpyBackend(passes, layout)
         self.built.append(self)
 
@@ -68,7 +70,12 @@ class _FakeCuda:
             raise RuntimeError(f"fake NVRTC failure {self.compiles}\nthe compiler's log, line 2")
         self.compiled = True
 
+    def compile_ahead(self) -> None:
+        self.ahead += 1
+
     def warm_up(self) -> None:
+        if self.context_fails:
+            raise BackendUnavailable(self.context_fails)
         self._compile()
 
     def process(self, n, frame_numbers, windows, dst) -> None:
@@ -161,7 +168,7 @@ def test_the_key_is_that_of_the_backends_kernel_specs(fake_cuda, monkeypatch) ->
     keys: list[int] = []
     real_warm_up = warmup.warm_up
     monkeypatch.setattr(
-        warmup, "warm_up", lambda key, fn: keys.append(key) or real_warm_up(key, fn)
+        warmup, "warm_up", lambda key, fn, **kw: keys.append(key) or real_warm_up(key, fn, **kw)
     )
     backend = _select("cuda")
     assert keys == [warmup.kernel_key(backend.kernel_specs(), device=backend.device_id)]
@@ -240,3 +247,19 @@ def test_explicit_cpu_says_nothing(fake_cuda, vs_log, monkeypatch) -> None:
     fake_cuda.unavailable = "no CUDA device found"
     assert isinstance(_select("cpu"), NumpyBackend)
     assert _ours(vs_log) == []
+
+
+def test_a_device_whose_context_fails_in_the_warm_up_is_unavailable(fake_cuda, vs_log) -> None:
+    fake_cuda.context_fails = "CUDA device 0 cannot start (cudaErrorDevicesUnavailable)"
+    assert isinstance(_select("auto"), NumpyBackend)
+    with pytest.raises(ValueError, match="cannot start") as raised:
+        _select("cuda")
+    assert "device='cuda' cannot run here" in str(raised.value)
+
+
+def test_only_the_process_holding_the_place_compiles_ahead(fake_cuda, monkeypatch, tmp_path):
+    monkeypatch.setenv("AVDENOISE_WARMUP", "1")
+    monkeypatch.setattr(warmup, "usable_directory", lambda explicit: tmp_path)
+    first = _select("cuda")  # cold: this process compiles for the queue
+    second = _select("cuda")  # the stamp is there now
+    assert (first.ahead, second.ahead) == (1, 0)

@@ -221,6 +221,29 @@ def test_warm_up_runs_compile_and_stamps(cache: Path) -> None:
     assert _paths(cache, _key())[1].exists()
 
 
+def test_work_ahead_runs_first_and_only_under_a_held_place(cache: Path) -> None:
+    calls: list[str] = []
+    assert warm_up(
+        _key(), lambda: calls.append("compile"), ahead=lambda: calls.append("ahead"),
+        cache_dir=cache,
+    ).queued  # fmt: skip
+    assert warm_up(_key(), lambda: calls.append("warm"), ahead=lambda: calls.append("x"),
+                   cache_dir=cache).ok  # fmt: skip
+    assert calls == ["ahead", "compile", "warm"]
+
+
+def test_failing_work_ahead_only_costs_the_head_start(cache: Path, caplog) -> None:
+    def broken() -> None:
+        raise RuntimeError("no NVRTC")
+
+    calls: list[int] = []
+    caplog.set_level(logging.DEBUG, logger="avdenoise_vs.warmup")
+    outcome = warm_up(_key(), lambda: calls.append(1), ahead=broken, cache_dir=cache)
+    assert outcome.ok and outcome.queued and calls == [1]
+    assert _paths(cache, _key())[1].exists()
+    assert any("work ahead" in r.getMessage() for r in caplog.records)
+
+
 def test_warm_up_failure_is_returned_and_leaves_no_stamp(cache: Path) -> None:
     error = KeyError("compile failed")
 

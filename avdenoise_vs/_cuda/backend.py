@@ -38,7 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._environment import positive_int, switch
+from .._environment import debug_switch, positive_int, switch
+from .._errors import BackendUnavailable
 from .._options import FrameLayout
 from .._settings import PassSettings
 from .._warmup_report import record_phase
@@ -108,23 +109,25 @@ class CudaBackend:
         self._num_inputs = 2 if any(p.has_ref for p in passes) else 1
         self._window = 2 * max(options.window_radius for options in passes) + 1
         # Planes read (slots) and written (output buffers): the same set, one layout for all.
+        # Nothing here needs the device's context, which may still be coming up (see _open).
         self._slots = slots = SlotLayout(layout, passes)
-        with cupy.cuda.Device(device_id):
-            shared_bytes = shared_limit(cupy.cuda.runtime, device_id)
-            offsets, pitches = slots.offsets(), slots.pitches()
-            self._passes = [
-                new_pass(options, layout, offsets, pitches, shared_bytes, device_id)
-                for options in passes
-            ]
-            # Passes with large work buffers (BM3D) run a few frames on the GPU at a time, in
-            # frame order, each with an output buffer lent for that part (see _gate.py).
-            limits = [getattr(p, "frames_in_flight", None) for p in self._passes]
-            gated = all(limits)
-            patience = gate_patience(passes)
-            self._gate = GpuGate(min(limits), self._new_out, patience) if gated else None
-            if cache_slots is None:
-                cache_slots = self._default_cache_slots(gated)
-        self._cache = FrameCache(slots.nbytes, cache_slots)
+        shared_bytes = shared_limit(cupy.cuda.runtime, device_id)
+        offsets, pitches = slots.offsets(), slots.pitches()
+        self._passes = [
+            new_pass(options, layout, offsets, pitches, shared_bytes, device_id)
+            for options in passes
+        ]
+        # Passes with large work buffers (BM3D) run a few frames on the GPU at a time, in
+        # frame order, each with an output buffer lent for that part (see _gate.py).
+        limits = [getattr(p, "frames_in_flight", None) for p in self._passes]
+        gated = all(limits)
+        patience = gate_patience(passes)
+        self._gate = GpuGate(min(limits), self._new_out, patience) if gated else None
+        self._cache = FrameCache(slots.nbytes, cache_slots or 0)  # sized by _open if None
+        self._cache_slots = cache_slots
+        self._opened = False
+        self._open_lock = threading.Lock()
+        self._ahead = None  # a CompileAhead while the warm-up compiles ahead of the context
         self._local = threading.local()
         # Live threads' states only: a thread's buffers go with it (threading.local).
         self._states: weakref.WeakSet[ThreadState] = weakref.WeakSet()
@@ -161,6 +164,9 @@ class CudaBackend:
         are cached under keys no clip uses and dropped afterwards. A compile that raises leaves
         its pass's kernels unset, so the first frame compiles them again.
         """
+        if self._ahead is not None:
+            self._ahead.wait()
+        self._open()
         self._prepare_passes()
         layout = self.layout
         arrays = []  # keep every host array alive until the frame is done
@@ -189,6 +195,15 @@ class CudaBackend:
             )
             for npass in self._passes:
                 npass.forget(frame_numbers)
+
+    def compile_ahead(self) -> None:
+        """Start compiling this backend's kernels into CuPy's cache without the device's
+        context (``_ahead.py``); :meth:`warm_up` waits for it. For the process that compiles
+        for the warm-up queue: its context comes up meanwhile."""
+        if debug_switch("compile_ahead") == "on":
+            from ._ahead import CompileAhead
+
+            self._ahead = CompileAhead(self._cupy, self.kernel_specs(), self.device_id)
 
     def prepare_threads(self, threads: int) -> None:
         """Make the states of `threads` VapourSynth threads now (after the warm-up, outside
@@ -285,6 +300,7 @@ class CudaBackend:
         if state is None or len(DEVICES_IN_USE) > 1:
             self._runtime.setDevice(self.device_id)
             if state is None:
+                self._open()
                 state = self._new_state()
         return state
 
@@ -301,12 +317,29 @@ class CudaBackend:
             if lease is not None:
                 leases.append((npass, lease))
 
-    def _default_cache_slots(self, gated: bool) -> int:
+    def _open(self) -> None:
+        """Make the device current, which waits for (or creates) its context, and size the
+        frame cache from its free memory: once, by the warm-up or the first thread's frame."""
+        if self._opened:
+            return
+        with self._open_lock:
+            if not self._opened:
+                try:
+                    self._runtime.setDevice(self.device_id)
+                except self._runtime.CUDARuntimeError as error:
+                    raise BackendUnavailable(
+                        f"CUDA device {self.device_id} cannot start ({error})"
+                    ) from error
+                if self._cache_slots is None:
+                    self._cache.soft_limit = self._default_cache_slots()
+                self._opened = True
+
+    def _default_cache_slots(self) -> int:
         """Frames to keep on the device: enough for 16 threads on consecutive frames, bounded
         by a quarter of the free device memory (on the current device)."""
         free, _ = self._runtime.memGetInfo()
         # BM3D windows are wide (up to 8r + 1 frames) but read once per frame.
-        spare = 16 if gated else self._window + 24
+        spare = 16 if self._gate is not None else self._window + 24
         wanted = self._num_inputs * (self._window + spare)
         floor = self._num_inputs * (self._window + 2)
         return max(floor, min(wanted, free // 4 // self._slots.nbytes))

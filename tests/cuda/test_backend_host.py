@@ -363,3 +363,26 @@ def test_kernel_specs_are_the_passes_specs_without_repeats(fake_cuda):
     assert len(specs) == 2  # luma and chroma: two distances, two kernels
     backend._passes.append(backend._passes[0])
     assert backend.kernel_specs() == specs
+
+
+def test_the_context_waits_for_the_warm_up_or_the_first_frame(fake_cuda, monkeypatch):
+    """Making a backend never makes its device current (that creates the context, which a
+    compiling worker's NVRTC runs ahead of); the warm-up, or a thread's first frame, does,
+    and sizes the frame cache from the free memory then."""
+    runtime, _ = fake_cuda
+    for first_use in ("warm_up", "frame"):
+        backend, layout, written = _backend("GRAY8", "direct")
+        before = runtime.counts.get("setDevice", 0)
+        assert backend._cache.soft_limit == 0
+        if first_use == "warm_up":
+            backend.warm_up()
+        else:
+            process(backend, layout, make_frames(layout), 0, 1, written, None)
+        assert runtime.counts.get("setDevice", 0) > before
+        assert backend._cache.soft_limit > 0
+
+
+def test_a_given_cache_size_is_kept(fake_cuda):
+    backend, _, _ = _backend("GRAY8", "direct", cache_slots=6)
+    backend.warm_up()
+    assert backend._cache.soft_limit == 6

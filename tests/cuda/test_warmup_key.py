@@ -124,21 +124,32 @@ def test_algorithm_changes_the_key() -> None:
     assert _key(NLM) != _key(BM3D)
 
 
-class _FakeDevice:
-    """``cupy.cuda.Device(n)`` of a host whose devices have `CAPABILITIES`."""
+class _FakeRuntime:
+    """``cupy.cuda.runtime`` of a host whose devices have `capabilities` ("90": 9.0)."""
 
-    CAPABILITIES: tuple[str, ...] = ()
+    deviceAttributeComputeCapabilityMajor = 75
+    deviceAttributeComputeCapabilityMinor = 76
 
-    def __init__(self, index: int | None = None) -> None:
-        self.compute_capability = self.CAPABILITIES[0 if index is None else index]
+    def __init__(self, capabilities: tuple[str, ...]) -> None:
+        self.capabilities = capabilities
+
+    def getDevice(self) -> int:
+        return 0
+
+    def deviceGetAttribute(self, attribute: int, device: int) -> int:
+        major, minor = self.capabilities[device]
+        return int(major if attribute == self.deviceAttributeComputeCapabilityMajor else minor)
+
+    def setDevice(self, device: int) -> None:
+        raise AssertionError("making a device current creates its context: the key must not")
 
 
 def _keys_on(monkeypatch: pytest.MonkeyPatch, capabilities: tuple[str, ...]) -> list[int]:
     """The key of one NLM backend on each device of a fake host (no GPU needed)."""
-    device = type("Device", (_FakeDevice,), {"CAPABILITIES": capabilities})
     nvrtc = types.SimpleNamespace(getVersion=lambda: (13, 0))
+    runtime = _FakeRuntime(capabilities)
     cupy = types.SimpleNamespace(
-        __version__="14.2.0", cuda=types.SimpleNamespace(Device=device, nvrtc=nvrtc)
+        __version__="14.2.0", cuda=types.SimpleNamespace(runtime=runtime, nvrtc=nvrtc)
     )
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     environment_fingerprint.cache_clear()
