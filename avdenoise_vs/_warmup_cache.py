@@ -84,20 +84,30 @@ def _nvrtc_part(cupy: object) -> str:
 
 
 def _arch_part(cupy: object, device: int | None) -> str:
-    """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU.
+    """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU."""
+    try:
+        capability = device_capability(cupy, device)
+    except Exception:  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
+        return "sm=none"
+    return f"sm={capability}"
+
+
+#: ``cudaDevAttrComputeCapabilityMajor`` and ``...Minor``, which CuPy's runtime module does
+#: not export.
+_CAPABILITY_ATTRIBUTES = (75, 76)
+
+
+def device_capability(cupy: object, device: int | None) -> str:
+    """The compute capability of `device` (None: the current one) as CuPy writes it ("90").
 
     Read from the device's attributes, which need no CUDA context: the key is made before a
     compiling worker's context is up (``_cuda/_ahead.py``), and ``Device.compute_capability``
-    would make the device current, which creates its context.
+    makes the device current, which creates its context.
     """
-    try:
-        runtime = cupy.cuda.runtime  # type: ignore[attr-defined]
-        device = runtime.getDevice() if device is None else device
-        major = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMajor, device)
-        minor = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMinor, device)
-    except Exception:  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
-        return "sm=none"
-    return f"sm={major}{minor}"
+    runtime = cupy.cuda.runtime  # type: ignore[attr-defined]
+    device = runtime.getDevice() if device is None else device
+    major, minor = (runtime.deviceGetAttribute(a, device) for a in _CAPABILITY_ATTRIBUTES)
+    return f"{major}{minor}"
 
 
 def kernel_key(

@@ -23,6 +23,8 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from .._warmup_cache import device_capability
+
 __all__ = ["CompileAhead", "cupy_arch"]
 
 logger = logging.getLogger(__name__)
@@ -32,10 +34,7 @@ def cupy_arch(cupy, device_id: int) -> str:
     """The architecture CuPy compiles for on `device_id` (``compiler._get_arch``), found
     without a context: ``Device.compute_capability`` would make the device current, which
     creates its context."""
-    runtime = cupy.cuda.runtime
-    major = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMajor, device_id)
-    minor = runtime.deviceGetAttribute(runtime.deviceAttributeComputeCapabilityMinor, device_id)
-    capability = f"{major}{minor}"
+    capability = device_capability(cupy, device_id)
     compiler = cupy.cuda.compiler
     if capability in compiler._tegra_archs:
         return capability

@@ -1,7 +1,10 @@
 """The CUDA backend: the bridge's frame protocol on the GPU through CuPy.
 
 Importing this module never imports CuPy; :class:`CudaBackend` does, and raises
-:class:`~avdenoise_vs._errors.BackendUnavailable` when CuPy or a device is missing.
+:class:`~avdenoise_vs._errors.BackendUnavailable` when CuPy or a device is missing. Making a
+backend never waits for the device's CUDA context: its warm-up (or a thread's first frame)
+does, so that the worker compiling for the warm-up queue runs NVRTC meanwhile
+(:meth:`CudaBackend.compile_ahead`).
 
 Per frame the bridge calls :meth:`CudaBackend.bridge_process` from one of VapourSynth's
 threads, with the GIL serialising them, so the GIL-held time per frame bounds the frame rate.

@@ -127,9 +127,6 @@ def test_algorithm_changes_the_key() -> None:
 class _FakeRuntime:
     """``cupy.cuda.runtime`` of a host whose devices have `capabilities` ("90": 9.0)."""
 
-    deviceAttributeComputeCapabilityMajor = 75
-    deviceAttributeComputeCapabilityMinor = 76
-
     def __init__(self, capabilities: tuple[str, ...]) -> None:
         self.capabilities = capabilities
 
@@ -138,7 +135,7 @@ class _FakeRuntime:
 
     def deviceGetAttribute(self, attribute: int, device: int) -> int:
         major, minor = self.capabilities[device]
-        return int(major if attribute == self.deviceAttributeComputeCapabilityMajor else minor)
+        return int(major if attribute == 75 else minor)
 
     def setDevice(self, device: int) -> None:
         raise AssertionError("making a device current creates its context: the key must not")
