@@ -7,7 +7,9 @@ current, and a worker's context takes 0.5-1 s to come up when a whole fleet star
 So the worker that holds the queue's place asks CuPy for each module's binary on threads of
 its own before it touches the context: CuPy compiles, writes the binary into its disk cache,
 then cannot load it (no context is current on those threads), and the kernels' first use,
-once the context is up, loads the cached binaries.
+once the context is up, loads the cached binaries. In a cold fleet of BM3D radius 0 the
+waiting workers had warm kernels 0.6 s sooner and the fleet ran 543-562 fps against
+502-513 (H200, docs/BENCHMARKS.md: "Cold caches").
 
 The binaries must be the ones the kernels' first use looks for: the same source and options
 (``_kernels.module_sources``), through the same CuPy function a ``RawKernel`` compiles with
