@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from avdenoise_vs import _version
 
@@ -26,13 +26,16 @@ if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable
 
 __all__ = [
+    "QUEUE_SWITCH",
     "cache_dir",
     "cache_dir_origin",
     "cache_in_memory",
+    "check_key",
     "cupy_installed",
     "describe_key",
     "environment_fingerprint",
     "kernel_key",
+    "queue_enabled",
     "usable_directory",
 ]
 
@@ -108,6 +111,23 @@ def device_capability(cupy: object, device: int | None) -> str:
     device = runtime.getDevice() if device is None else device
     major, minor = (runtime.deviceGetAttribute(a, device) for a in _CAPABILITY_ATTRIBUTES)
     return f"{major}{minor}"
+
+
+#: The variable that switches the warm-up queue off (`queue_enabled`).
+QUEUE_SWITCH: Final[str] = "AVDENOISE_WARMUP"
+_OFF_VALUES: Final[frozenset[str]] = frozenset({"0", "false", "no", "off"})
+
+
+def queue_enabled() -> bool:
+    """Return whether ``AVDENOISE_WARMUP`` leaves the queue on (the default)."""
+    return os.environ.get(QUEUE_SWITCH, "1").strip().lower() not in _OFF_VALUES
+
+
+def check_key(key: int) -> None:
+    """Raise ValueError unless `key` is a 128-bit key from `kernel_key` (`begin` catches it)."""
+    if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < 1 << 128:
+        msg = f"avdenoise.warmup: key must be an int in [0, 2**128), got {key!r}"
+        raise ValueError(msg)
 
 
 def kernel_key(

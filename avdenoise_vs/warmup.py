@@ -48,10 +48,13 @@ from typing import TYPE_CHECKING, Final
 
 from avdenoise_vs._log import vs_warning
 from avdenoise_vs._warmup_cache import (
+    QUEUE_SWITCH,
     cache_dir,
+    check_key,
     describe_key,
     environment_fingerprint,
     kernel_key,
+    queue_enabled,
     usable_directory,
 )
 from avdenoise_vs._warmup_files import (
@@ -86,19 +89,11 @@ logger = logging.getLogger(__name__)
 DEFAULT_WAIT_LIMIT_S: Final[float] = 180.0
 """How long a process waits for the one ahead of it before compiling for itself."""
 
-_SWITCH_ENV: Final[str] = "AVDENOISE_WARMUP"
-_OFF_VALUES: Final[frozenset[str]] = frozenset({"0", "false", "no", "off"})
-
 # Keys this process holds a place for. A second filter with the same settings in the same
 # script would otherwise wait on its own process's flock (flock conflicts between two open
 # file descriptions even inside one process) until the wait limit runs out.
 _held_keys: set[int] = set()
 _held_keys_lock = threading.Lock()
-
-
-def _queue_enabled() -> bool:
-    """Return whether ``AVDENOISE_WARMUP`` leaves the queue on (the default)."""
-    return os.environ.get(_SWITCH_ENV, "1").strip().lower() not in _OFF_VALUES
 
 
 def _claim(key: int) -> bool:
@@ -120,13 +115,6 @@ def _resolve_limit(wait_limit: float | None) -> float:
     if wait_limit is None or math.isnan(wait_limit):
         return DEFAULT_WAIT_LIMIT_S
     return max(0.0, float(wait_limit))
-
-
-def _check_key(key: int) -> None:
-    """Raise ValueError unless `key` is a 128-bit key from `kernel_key` (caught by `begin`)."""
-    if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < 1 << 128:
-        msg = f"avdenoise.warmup: key must be an int in [0, 2**128), got {key!r}"
-        raise ValueError(msg)
 
 
 class WarmUp:
@@ -205,9 +193,9 @@ class WarmUp:
         cls, key: int, explicit_dir: str | os.PathLike[str] | None, limit: float
     ) -> WarmUp | None:
         """Do the work of `begin`; may raise on unexpected errors."""
-        _check_key(key)
-        if not _queue_enabled():
-            logger.debug("warm-up queue off: %s=0", _SWITCH_ENV)
+        check_key(key)
+        if not queue_enabled():
+            logger.debug("warm-up queue off: %s=0", QUEUE_SWITCH)
             _report("unqueued", key)
             return None
         directory = usable_directory(explicit_dir)
@@ -368,9 +356,8 @@ def warm_up(
     compile_fn : callable
         Compiles (or loads from the cache) every kernel of `key`. Its result is discarded.
     ahead : callable, optional
-        Called first, only in the process that holds the place (the one that compiles for
-        the queue): starts work that `compile_fn` then waits for (the CUDA backend's compile
-        ahead of its context). What it raises is logged, never returned.
+        Called first, only under a held place: starts work that `compile_fn` waits for (the
+        CUDA backend's compile ahead of its context). What it raises is logged only.
     cache_dir, wait_limit
         As for `WarmUp.begin`.
 

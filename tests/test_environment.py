@@ -115,7 +115,7 @@ def test_only_variables_and_keys_of_the_tables_are_read() -> None:
 
 
 def test_table_agrees_with_the_code() -> None:
-    assert {warmup._SWITCH_ENV, _warmup_report.REPORT_ENV, _environment.DEBUG} <= NAMES
+    assert {warmup.QUEUE_SWITCH, _warmup_report.REPORT_ENV, _environment.DEBUG} <= NAMES
     transfer = next(k for k in DEBUG_KEYS if k.key == "transfer")
     assert sorted(transfer.choices) == sorted(_transfer.TRANSFERS)
     workspaces = next(k for k in DEBUG_KEYS if k.key == "bm3d_workspaces")
