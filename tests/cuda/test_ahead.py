@@ -3,7 +3,8 @@
 On a fake CuPy (CPU only, skipped where CuPy is installed): which architecture it asks for,
 that it hands CuPy's compile exactly what the kernels' own compile hands it, and that nothing
 it meets raises. On the GPU, in a fresh process with an empty cache: the binaries it leaves
-are the very ones the kernels then load, so nothing compiles twice.
+are the very ones the kernels then load, so nothing compiles twice, and a fresh process names
+the architecture in its warm-up key.
 """
 
 from __future__ import annotations
@@ -155,3 +156,23 @@ def test_the_kernels_load_what_the_compile_ahead_left(tmp_path):
     for name, cells in report["kernels"].items():
         assert cells["reached"] >= 1, name
         assert cells["after"] == cells["ahead"], f"{name}: the kernels compiled again"
+
+
+@pytest.mark.skipif(not _REAL_CUPY, reason="could not import 'cupy'")
+def test_a_fresh_process_names_the_architecture_in_its_key():
+    """The key's environment, made before anything else touched CUDA in that process (as a
+    `prewarm` run or a test may), names the device's architecture like a worker's does."""
+    from ._gpu import require_cuda
+
+    cupy = require_cuda()
+    code = (
+        "from avdenoise_vs.warmup import environment_fingerprint as f; print(f(None)); print(f(0))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    capability = cupy.cuda.Device(0).compute_capability
+    lines = result.stdout.split()
+    assert len(lines) == 2 and all(line.endswith(f";sm={capability}") for line in lines), lines
