@@ -5,8 +5,9 @@ it, so its compile is on every worker's critical path. NVRTC needs no CUDA conte
 target architecture, but a ``cupy.RawKernel`` compiles on its first use, with the context
 current, and a worker's context takes 0.5-1 s to come up when a whole fleet starts at once.
 So the worker that holds the queue's place asks CuPy for each module's binary on threads of
-its own before it touches the context: CuPy compiles, writes the binary into its disk cache,
-then cannot load it (no context is current on those threads), and the kernels' first use,
+its own before it touches the context: CuPy compiles and writes the binary into its disk
+cache, then loads it (on the H200's driver the load succeeded on such a thread; where it
+fails for want of a context, the file is written all the same), and the kernels' first use,
 once the context is up, loads the cached binaries. In a cold fleet of BM3D radius 0 the
 waiting workers had warm kernels 0.6 s sooner and the fleet ran 543-562 fps against
 502-513 (H200, docs/BENCHMARKS.md: "Cold caches").
@@ -79,14 +80,14 @@ class CompileAhead:
 
 def _compile_into_cache(compile_with_cache, module, arch: str) -> bool:
     """Compile one module as its ``RawKernel`` would; True when the binary reached the cache
-    (the load that follows fails on this context-less thread, after CuPy wrote the file)."""
+    (CuPy writes it before loading it, so a load that fails for want of a context counts)."""
     try:
         compile_with_cache(module.source, module.options, arch=arch, prepend_cupy_headers=False)
     except Exception as error:
-        # Expected: CUDA_ERROR_INVALID_CONTEXT from the load. A compile error is raised again,
-        # with its log, by the kernel's own compile.
+        # A driver error comes from the load, after the file was written. A compile error is
+        # raised again, with its log, by the kernel's own compile.
         compiled = type(error).__name__ == "CUDADriverError"
         if not compiled:
             logger.debug("avdenoise: compile ahead of %s failed: %s", module.name, error)
         return compiled
-    return True  # loaded: a context was current after all
+    return True
