@@ -19,13 +19,13 @@ frames of 3 MiB or more, and frames of one-frame windows. With the bridge's host
 Y d=0 under vspipe ran at 5141 and 4975 fps against 3500 and 3310 with Python's copies, in
 interleaved runs (docs/BENCHMARKS.md, "the bridge's host step").
 
-Gated passes (BM3D) copy directly, whatever their frame size. An Av1an fleet is bound by the
-host's CPU and memory, not by the GPU, and the driver stages pageable copies through a small
-buffer that stays in the CPU's caches, where a thread's page-locked buffers of whole frames
-(16 threads of 16 workers) go through memory: 16 workers x 240 frames of BM3D radius 0 at
-1080p ran 789-822 fps direct against 660-682 staged, with 57 CPU seconds against 70, and
-V-BM3D radius 1 in YUV444 351 and 388 against 274 and 282 (H200, docs/BENCHMARKS.md:
-"Transfers and wait modes in a fleet").
+Gated passes (BM3D) copy directly, whatever their frame size. An Av1an fleet's 16 workers share
+the host's CPU and memory with their sources, and the driver stages pageable copies through a
+small buffer that stays in the CPU's caches, where a thread's page-locked buffers of whole
+frames (16 threads of 16 workers) go through memory: 16 workers x 240 frames of BM3D radius 0
+at 1080p ran 789-822 fps direct against 660-682 staged, with 57 CPU seconds against 70, and
+V-BM3D radius 1 in YUV444 351 and 388 against 274 and 282 (H200, docs/BENCHMARKS.md: "Transfers
+and wait modes in a fleet").
 """
 
 from __future__ import annotations
