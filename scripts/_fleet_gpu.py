@@ -1,4 +1,5 @@
-"""GPU side of ``bench_fleet.py``: per-process memory sampled with nvidia-smi, and CUDA MPS.
+"""GPU side of ``bench_fleet.py``: per-process memory and how busy the GPU is, sampled with
+nvidia-smi, and CUDA MPS.
 
 Memory is read from ``nvidia-smi --query-compute-apps`` about every 100 ms in a background
 thread while a fleet runs, and the peak of each process is matched to the workers' pids. In
@@ -6,6 +7,12 @@ a container without the host's pid namespace nvidia-smi may list pids that match
 the summary then falls back to the peak of all processes together divided by the workers.
 Across several GPUs (``per_gpu``) each sample also carries the GPU's PCI bus id, and the summary
 adds each GPU's peak total and the workers seen on it.
+
+How busy the GPU is comes from one ``nvidia-smi --query-gpu=utilization.gpu -lms 100`` that
+runs as long as the fleet (:class:`BusySampler`): the share of each sample period in which a
+kernel ran, on every GPU. Its summary is the median of the samples above zero: a fleet's
+workers start with the GPU idle, so the median of the busy samples tells a fleet whose frames
+wait for the GPU (over 90 %) from one that waits for its CPU.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -21,7 +29,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
+    "BusySampler",
     "GpuSampler",
+    "busy_summary",
     "gpu_name",
     "memory_summary",
     "mps_daemon",
@@ -34,6 +44,13 @@ QUERY_PER_GPU = [
     "nvidia-smi",
     "--query-compute-apps=pid,used_memory,gpu_bus_id",
     "--format=csv,noheader,nounits",
+]
+BUSY_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=utilization.gpu",
+    "--format=csv,noheader,nounits",
+    "-lms",
+    "100",
 ]
 INTERVAL_S = 0.1
 QUERY_TIMEOUT_S = 5.0
@@ -175,6 +192,61 @@ class GpuSampler:
                 bus_id: len(seen & wanted) for bus_id, seen in sorted(self.gpu_pids.items())
             },
         }
+
+
+def busy_summary(samples: Sequence[int], reason: str | None = None) -> dict[str, object]:
+    """How busy the GPU was: ``busy_pct`` the median of the `samples` (percent) above zero,
+    ``samples`` and ``busy_samples`` their counts; ``busy_pct`` None, with a ``reason``, when
+    no sample was above zero."""
+    busy = sorted(value for value in samples if value > 0)
+    summary: dict[str, object] = {"samples": len(samples), "busy_samples": len(busy)}
+    if busy:
+        return summary | {"busy_pct": float(statistics.median(busy))}
+    return summary | {"busy_pct": None, "reason": reason or "no busy sample"}
+
+
+class BusySampler:
+    """GPU utilisation samples from one nvidia-smi that runs while in the ``with`` block."""
+
+    def __init__(self, command: Sequence[str] | None = None) -> None:
+        self._command = list(command or BUSY_QUERY)
+        self.samples: list[int] = []
+        self._process: subprocess.Popen | None = None
+        self._thread: threading.Thread | None = None
+        self.reason = None if shutil.which(self._command[0]) else f"{self._command[0]} not found"
+
+    def __enter__(self) -> BusySampler:
+        if self.reason is None:
+            try:
+                self._process = subprocess.Popen(
+                    self._command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+                )
+            except OSError as error:
+                self.reason = f"nvidia-smi: {error}"
+                return self
+            self._thread = threading.Thread(target=self._read, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(QUERY_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._thread is not None:
+            self._thread.join(QUERY_TIMEOUT_S)
+
+    def _read(self) -> None:
+        for line in self._process.stdout:  # type: ignore[union-attr]
+            if line.strip().isdigit():
+                self.samples.append(int(line))
+
+    def summary(self) -> dict[str, object]:
+        """:func:`busy_summary` of what was sampled."""
+        return busy_summary(self.samples, self.reason)
 
 
 def _pids_over_gpus(text: str) -> dict[int, int]:

@@ -27,7 +27,9 @@ OURS_WARM = "avdenoise warm"
 #: Columns that are not rivals: ours and the unfiltered source.
 NOT_RIVALS = (OURS_COLD, OURS_WARM, "source")
 #: What a cell's median is taken of (each None-safe).
-MEDIAN_KEYS = ("fps", "wall_s", "slowest_worker_s", "mean_first_frame_s", "gpu_mib")
+MEDIAN_KEYS = (
+    "fps", "wall_s", "slowest_worker_s", "mean_first_frame_s", "gpu_mib", "gpu_busy_pct", "cpu_s",
+)  # fmt: skip
 REASON_CHARS = 200
 
 
@@ -60,11 +62,14 @@ def fleet_numbers(
     expected_frames: int,
     memory: dict[str, object],
     timeout: float | None = None,
+    busy: dict[str, object] | None = None,
 ) -> dict[str, object]:
-    """One fleet run: aggregate fps, slowest worker, mean first frame, GPU MiB a worker.
+    """One fleet run: aggregate fps, slowest worker, mean first frame, GPU MiB a worker, how
+    busy the GPU was.
 
     `memory` is :func:`_fleet_gpu.memory_summary`'s; its ``max_mib`` (the largest worker's
-    peak) is the run's ``gpu_mib``. ``error`` is set when the run does not count.
+    peak) is the run's ``gpu_mib``. `busy` is :func:`_fleet_gpu.busy_summary`'s; its
+    ``busy_pct`` is the run's ``gpu_busy_pct``. ``error`` is set when the run does not count.
     """
     frames = sum(r.frames_out or 0 for r in results)
     firsts = [r.first_frame_s for r in results if r.first_frame_s is not None]
@@ -81,6 +86,8 @@ def fleet_numbers(
         "compiling": sum(r.compiled for r in results),
         "gpu_mib": memory.get("max_mib"),
         "gpu": memory,
+        "gpu_busy_pct": (busy or {}).get("busy_pct"),
+        "gpu_busy": busy,
         "per_worker": [asdict(r) | {"compiled": r.compiled} for r in results],
     }
     error = _run_error(results, frames, expected_frames, timeout)

@@ -12,11 +12,12 @@ plugin's filters; cases and rivals in scripts/_fleet_cases.py). The workers shar
 the GPU and the CPU, as Av1an's do. A cell is the aggregate rate: the frames all workers wrote
 over the wall time from the launch to the last exit (the median of ``--repeat`` runs). Ours
 runs twice: on a cold kernel cache (an empty ``CUPY_CACHE_DIR`` in a temp folder, which also
-holds the warm-up queue's stamps) and on the warm cache that run left. Every run also gives
-the slowest worker's wall, the mean time to the first frame and each worker's peak GPU memory
-(nvidia-smi, about every 100 ms; n/a without it). A plugin that is missing, fails, or runs past
-``--timeout`` gets n/a, with the reason in the JSON and under the table; a fleet that times out
-is killed, every worker's process group with it.
+holds the warm-up queue's stamps) and on the warm cache that run left. Every run also gives the
+slowest worker's wall, the mean time to the first frame and each worker's peak GPU memory
+(nvidia-smi, about every 100 ms; n/a without it) and how busy the GPU was (the median of the
+samples of ``utilization.gpu`` above zero: over 90 % when the frames wait for the GPU). A
+plugin that is missing, fails, or runs past ``--timeout`` gets n/a, with the reason in the JSON
+and under the table; a fleet that times out is killed, every worker's process group with it.
 
 Integer cases pipe y4m, as Av1an does; float cases (BM3D: the rivals take float only) pipe raw
 frames, y4m having no float formats. Workers write to a reader that discards the frames unless
@@ -30,8 +31,10 @@ which would all run on device 0, get ``device_id`` round-robin by worker. GPU me
 also summed per GPU, with the workers seen on each. ``--gpus 1`` (the default) passes no device
 and leaves ``CUDA_VISIBLE_DEVICES`` alone.
 
-One process: ``--workers 1 --chunk 600,6000`` gives plain vspipe rates of a short and a long
-run (a row each). ``--device cpu --width 64 --height 48`` runs ours on the NumPy backend, which
+Several chunk sizes (``--chunk 240,600``) give a row each, and a second table splits each
+column into a worker's fixed cost and its cost a frame, with the rate the fleet keeps once
+started (``_fleet_split.py``). One process: ``--workers 1 --chunk 600,6000`` gives plain
+vspipe rates of a short and a long run. ``--device cpu --width 64 --height 48`` runs ours on the NumPy backend, which
 the tests use on machines without a GPU.
 """
 
@@ -53,6 +56,7 @@ import _fleet
 import _fleet_cases as cases_
 import _fleet_gpu
 import _fleet_report as report
+import _fleet_split
 from _fleet_cases import OURS, RIVALS, SOURCE
 
 __all__ = ["main"]
@@ -156,11 +160,16 @@ def run_fleet(
     ]
     env = plan.env | ({"CUPY_CACHE_DIR": str(cache)} if cache is not None else {})
     envs = [env | {_fleet.REPORT_ENV: str(run_dir / f"report-{w.result.index}")} for w in workers_]
-    with _fleet_gpu.GpuSampler(per_gpu=plan.gpus > 1) as sampler:
+    with (
+        _fleet_gpu.GpuSampler(per_gpu=plan.gpus > 1) as sampler,
+        _fleet_gpu.BusySampler() as busy,
+    ):
         wall_s = _fleet.launch(workers_, envs, run_dir, timeout)
     results = _fleet.attach_reports(workers_, run_dir)
     memory = sampler.summary([r.pid for r in results])
-    return report.fleet_numbers(results, wall_s, workers * chunk, memory, timeout)
+    return report.fleet_numbers(
+        results, wall_s, workers * chunk, memory, timeout, busy=busy.summary()
+    )
 
 
 def _progress(label: str, column: str, run: dict[str, object]) -> None:
@@ -169,11 +178,12 @@ def _progress(label: str, column: str, run: dict[str, object]) -> None:
         text = f"n/a ({run['error']})"
     else:
         mib = "-" if run["gpu_mib"] is None else f"{run['gpu_mib']:.0f}"
+        busy = "-" if run.get("gpu_busy_pct") is None else f"{run['gpu_busy_pct']:.0f}"
         first = run["mean_first_frame_s"]
         text = (
             f"{run['fps']:.0f} fps, wall {run['wall_s']:.2f} s, slowest {run['slowest_worker_s']:.2f}"
             f" s, first {'-' if first is None else f'{first:.2f}'} s, {mib} MiB/worker, "
-            f"{run['compiling']} compiling"
+            f"GPU busy {busy} %, CPU {run['cpu_s']:.1f} s, {run['compiling']} compiling"
         )
     print(f"{label} | {column}: {text}", file=sys.stderr, flush=True)
 
@@ -344,7 +354,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.threads or 'default'}, MPS {'on' if args.mps else 'off'}; cells: aggregate fps "
         f"(all frames / wall from launch to last exit), median of {args.repeat}"
     )
+    costs = _fleet_split.split(rows)  # rows of one case at several chunk sizes
     table = report.markdown(rows, columns, header)
+    if costs:
+        table += "\n" + _fleet_split.markdown(costs)
     print(table, end="")
     document = {
         "date": str(datetime.date.today()),
@@ -353,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "vspipe": plan.vspipe,
         "elapsed_s": round(time.monotonic() - started, 1),
         "rows": rows,
+        "costs": costs,
     }
     if args.json is not None:
         args.json.write_text(json.dumps(document, indent=1) + "\n")
