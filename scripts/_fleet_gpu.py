@@ -238,6 +238,8 @@ class BusySampler:
                 self._process.wait()
         if self._thread is not None:
             self._thread.join(QUERY_TIMEOUT_S)
+        if self._process is not None:
+            self._process.stdout.close()  # type: ignore[union-attr]
 
     def _read(self) -> None:
         for line in self._process.stdout:  # type: ignore[union-attr]
