@@ -33,9 +33,9 @@ and leaves ``CUDA_VISIBLE_DEVICES`` alone.
 
 Several chunk sizes (``--chunk 240,600``) give a row each, and a second table splits each
 column into a worker's fixed cost and its cost a frame, with the rate the fleet keeps once
-started (``_fleet_split.py``). One process: ``--workers 1 --chunk 600,6000`` gives plain
-vspipe rates of a short and a long run. ``--device cpu --width 64 --height 48`` runs ours on the NumPy backend, which
-the tests use on machines without a GPU.
+started (``_fleet_split.py``). One process: ``--workers 1 --chunk 600,6000`` gives plain vspipe
+rates of a short and a long run. ``--device cpu --width 64 --height 48`` runs ours on the NumPy
+backend, which the tests use on machines without a GPU.
 """
 
 from __future__ import annotations
