@@ -210,6 +210,16 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "V-BM3D: accumulators kept on the GPU, one per frame and stage, each 2 planes of "
         "int64 per channel (most of V-BM3D's memory); fewer may filter a frame twice.",
     ),
+    DebugKey(
+        "bm3d_sums",
+        "`shared` / `global`",
+        "shared",
+        "BM3D's groups in the frame of their reference block add into a shared-memory copy "
+        "of the accumulator over their thread block's reach, which is then added to the "
+        "accumulator once (`shared`: far fewer global atomics), or straight into the "
+        "accumulator in global memory, 4 reference blocks a thread block (`global`).",
+        choices=("shared", "global"),
+    ),
 )
 
 _BY_NAME = {variable.name: variable for variable in VARIABLES}

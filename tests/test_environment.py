@@ -72,7 +72,7 @@ def test_bad_debug_key_names_the_variable_the_item_and_the_keys(
     with pytest.raises(
         ValueError,
         match=rf"AVDENOISE_DEBUG takes key=value items with a key of 'transfer', 'host_copies', "
-        rf".*'bm3d_cache', got '{text}'",
+        rf".*'bm3d_sums', got '{text}'",
     ):
         debug_switch("cuda_calls")
 

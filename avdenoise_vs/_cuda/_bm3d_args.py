@@ -31,7 +31,8 @@ def bm3d_args_dtype(window: int) -> np.dtype:
         + [(name, i8) for name in ("clear", "dst", "out")]
         + [("plane_off", i8, (3,))]
         + [(name, i8) for name in ("width", "height", "src_pitch", "pitch")]
-        + [(name, i8) for name in ("refs_x", "refs_y", "step", "center", "to_pilot", "inputs")]
+        + [(name, i8) for name in ("refs_x", "refs_y", "step", "center", "to_pilot")]
+        + [(name, i8) for name in ("inputs", "tile")]
         + [("sigma", f8, (3,))]
         + [(name, f8) for name in ("lambda_ht", "threshold", "scale", "peak")]
     )
@@ -55,6 +56,9 @@ class Bm3dRecords:
         Byte offset and row pitch of each plane in a frame slot and an output buffer.
     work_pitch : int
         Row pitch of the float work planes, elements.
+    tile_sums : dict of str to bool, optional
+        The stage kernels (by name) that aggregate the reference frame through their tile's
+        shared sums (``tile``); none by default.
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class Bm3dRecords:
         offsets: dict[int, int],
         pitch: dict[int, int],
         work_pitch: int,
+        tile_sums: dict[str, bool] | None = None,
     ) -> None:
         planes = options.planes
         height, width = layout.plane_shape(planes[0])
@@ -85,6 +90,7 @@ class Bm3dRecords:
         template["peak"] = layout.peak
         template["inputs"] = 1 + options.has_ref
         self.template = template
+        self.tile_sums = tile_sums or {}
         self.thresholds = {
             "bm3d_hard": ht_match_threshold(sigmas[0]) * options.mismatch_scale,
             "bm3d_wiener": TAU_WIENER * options.mismatch_scale,
@@ -105,4 +111,5 @@ class Bm3dRecords:
 
     def stage(self, name: str, **fields) -> np.ndarray:
         """The record of stage kernel `name`: :meth:`record` with the stage's match threshold."""
-        return self.record(threshold=self.thresholds[name], **fields)
+        tile = int(self.tile_sums.get(name, False))
+        return self.record(threshold=self.thresholds[name], tile=tile, **fields)

@@ -30,7 +30,7 @@ from ._source import DTYPE_CODES, DTYPE_TAGS
 __all__ = [
     "BM3D_KERNELS",
     "BM3D_PARTS",
-    "BM3D_WARPS",
+    "BM3D_TILES",
     "GROUP_HT",
     "GROUP_WIENER",
     "Bm3dSpec",
@@ -48,11 +48,15 @@ BM3D_PARTS = (
     "bm3d_load.cuh",
     "bm3d_match.cuh",
     "bm3d_transform.cuh",
+    "bm3d_tile.cuh",
     "bm3d_stage.cuh",
     "bm3d_finish.cuh",
 )
-#: Warps (reference blocks) per thread block (``BM_WARPS`` in bm3d_common.cuh).
-BM3D_WARPS = 4
+#: Reference blocks per thread block (x, y), a warp each, of the hard-thresholding and the
+#: Wiener kernel, by how groups add into the accumulator (AVDENOISE_DEBUG's ``bm3d_sums``).
+#: With shared sums, taller tiles share more of their reach; a Wiener warp's shared memory is
+#: four times a hard-thresholding warp's, so its tile stays one row high.
+BM3D_TILES = {"shared": ((4, 2), (4, 1)), "global": ((4, 1), (4, 1))}
 #: Most blocks per group in each stage, as in the reference (``group_size``).
 GROUP_HT = 16
 GROUP_WIENER = 32
@@ -81,6 +85,8 @@ class Bm3dSpec:
     kernels : tuple of str
         The kernels the pass launches (of :data:`BM3D_KERNELS`): one module each, so that a
         pass compiles only what it runs, and its modules compile side by side.
+    tiles : tuple of (int, int)
+        Reference blocks per thread block (x, y) of the hard-thresholding and Wiener kernels.
     """
 
     window: int
@@ -92,6 +98,7 @@ class Bm3dSpec:
     ps_num: int
     ps_range: int
     kernels: tuple[str, ...] = BM3D_KERNELS
+    tiles: tuple[tuple[int, int], tuple[int, int]] = BM3D_TILES["shared"]
 
     @property
     def candidates(self) -> int:
@@ -99,23 +106,39 @@ class Bm3dSpec:
         full = (2 * self.bm_range + 1) ** 2
         return full + (self.window - 1) * self.ps_num * (2 * self.ps_range + 1) ** 2
 
-    def shared_bytes(self, wiener: bool) -> int:
-        """Dynamic shared memory of one thread block of a stage kernel (``BmShared``)."""
+    def shared_bytes(self, wiener: bool, step: int | None = None) -> int:
+        """Dynamic shared memory of one thread block of a stage kernel (``BmShared``), with
+        the tile's sums for reference blocks `step` apart unless `step` is None."""
         group = GROUP_WIENER if wiener else GROUP_HT
         blocks = (2 if wiener else 1) * group * _BLOCK_STRIDE
         per_warp = BLOCK_SIZE**2 + group + max(2 * self.candidates, blocks)
-        return 4 * BM3D_WARPS * per_warp
+        sums = 0 if step is None else 2 * 8 * self.tile_reach(wiener, step)
+        return 4 * self.warps(wiener) * per_warp + sums
+
+    def warps(self, wiener: bool) -> int:
+        """Warps per thread block of a stage kernel: one per reference block of its tile."""
+        tile_x, tile_y = self.tiles[wiener]
+        return tile_x * tile_y
+
+    def tile_reach(self, wiener: bool, step: int) -> int:
+        """Most pixels of a stage kernel's tile reach (bm3d_tile.cuh) for reference blocks
+        `step` apart."""
+        tile_x, tile_y = self.tiles[wiener]
+        side = 2 * self.bm_range + BLOCK_SIZE
+        return ((tile_y - 1) * step + side) * ((tile_x - 1) * step + side)
 
 
 def bm3d_kernel_name(spec: Bm3dSpec, kernel: str) -> str:
     """C name of `kernel` (one of :data:`BM3D_KERNELS`) for `spec`: ``avdenoise_bm3d_<stage>_``
-    followed by every specialisation value, the spec's and the compiled-in group sizes and
-    warps, so that two modules never share a kernel name."""
+    followed by every specialisation value, the spec's and the compiled-in group sizes, so
+    that two modules never share a kernel name."""
     stage = kernel.removeprefix("bm3d_")
+    (hard_x, hard_y), (wiener_x, wiener_y) = spec.tiles
     return (
         f"avdenoise_bm3d_{stage}_t{spec.window}_c{spec.channels}_j{int(spec.joint)}"
         f"_rgb{int(spec.rgb)}_{DTYPE_TAGS[spec.dtype]}_bm{spec.bm_range}_pn{spec.ps_num}"
-        f"_pr{spec.ps_range}_kh{GROUP_HT}_kw{GROUP_WIENER}_w{BM3D_WARPS}"
+        f"_pr{spec.ps_range}_kh{GROUP_HT}_kw{GROUP_WIENER}"
+        f"_th{hard_x}x{hard_y}_tw{wiener_x}x{wiener_y}"
     )
 
 
@@ -126,15 +149,38 @@ def _table(name: str, values: np.ndarray) -> str:
     return f"__constant__ float {name}{dims} = {{{body}}};"
 
 
+#: Matrix entries below this are the round-off of exact zeros (Bior1.5's are about 1e-17).
+_STRUCTURAL_ZERO = 1e-12
+
+
+def _matrix(name: str, values: np.ndarray) -> str:
+    """A struct `name` whose ``apply(v, o)`` sets o = values @ v with the entries as literals,
+    multiply-adding in column order and skipping the zero ones: Bior1.5's forward matrix has
+    24 of 64, its inverse 16."""
+    rows = []
+    for j, row in enumerate(np.asarray(values, dtype=np.float64)):
+        terms = "".join(
+            f" s = fmaf({float(m)!r}f, v[{q}], s);"
+            for q, m in enumerate(row)
+            if abs(m) >= _STRUCTURAL_ZERO
+        )
+        rows.append(f"        {{ float s = 0.0f;{terms} o[{j}] = s; }}")
+    body = "\n".join(rows)
+    return (
+        f"struct {name} {{\n    static __device__ __forceinline__ void apply("
+        f"const float (&v)[{len(values)}], float (&o)[{len(values)}]) {{\n{body}\n    }}\n}};"
+    )
+
+
 @functools.cache
 def _tables() -> str:
-    """The constant tables of the device code, from the reference's matrices."""
+    """The constant tables and transform matrices of the device code, from the reference's."""
     return "\n".join(
         [
-            _table("bm_ht_fwd", forward_matrix(TRANSFORM_HT)),
-            _table("bm_ht_inv", inverse_matrix(TRANSFORM_HT)),
-            _table("bm_wn_fwd", forward_matrix(TRANSFORM_WIENER)),
-            _table("bm_wn_inv", inverse_matrix(TRANSFORM_WIENER)),
+            _matrix("bm_ht_fwd", forward_matrix(TRANSFORM_HT)),
+            _matrix("bm_ht_inv", inverse_matrix(TRANSFORM_HT)),
+            _matrix("bm_wn_fwd", forward_matrix(TRANSFORM_WIENER)),
+            _matrix("bm_wn_inv", inverse_matrix(TRANSFORM_WIENER)),
             _table("bm_ht_std", coefficient_std(TRANSFORM_HT).ravel()),
             _table("bm_kaiser", kaiser_window(BLOCK_SIZE, KAISER_BETA).ravel()),
             _table("bm_opp", OPP),
@@ -168,7 +214,10 @@ def bm3d_source(spec: Bm3dSpec, kernels: tuple[str, ...] = BM3D_KERNELS) -> str:
         f"#define BM_PSR {spec.ps_range}",
         f"#define BM_K_HT {GROUP_HT}",
         f"#define BM_K_WIENER {GROUP_WIENER}",
-        f"#define BM_WARPS {BM3D_WARPS}",
+        f"#define BM_HARD_TX {spec.tiles[0][0]}",
+        f"#define BM_HARD_TY {spec.tiles[0][1]}",
+        f"#define BM_WIENER_TX {spec.tiles[1][0]}",
+        f"#define BM_WIENER_TY {spec.tiles[1][1]}",
         *(f"#define BM_NAME_{k[5:].upper()} {bm3d_kernel_name(spec, k)}" for k in kernels),
         _tables(),
         "",

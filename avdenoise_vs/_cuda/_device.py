@@ -116,10 +116,10 @@ def new_pass(options: PassSettings, layout, offsets, pitches, shared_bytes: int,
     if isinstance(options, Bm3dSettings):
         from .bm3d import MAX_PLANE_SIDE, Bm3dPass
 
-        npass = Bm3dPass(options, layout, offsets, pitches)
+        npass = Bm3dPass(options, layout, offsets, pitches, shared_limit=shared_bytes)
         if max(layout.width, layout.height) > MAX_PLANE_SIDE:
             raise BackendUnavailable(f"BM3D planes are at most {MAX_PLANE_SIDE} pixels a side")
-        needed = npass.spec.shared_bytes(npass.run_wiener)
+        needed = npass.shared_needed
         setting = f"bm_range={options.bm_range} with radius={options.radius}"
     else:
         from .nlm import NlmPass, choose_tile_height

@@ -12,7 +12,8 @@ Notes
 Cost per reference block (warp): ``N = (2 bm_range + 1)^2 + 2r ps_num (2 ps_range + 1)^2``
 block distances of 64 multiply-adds each, a warp-wide selection of the ``K`` nearest, then per
 channel two 2-D transforms of ``K`` blocks (16 multiply-adds per sample), the Haar transform
-along the group and ``2 * 64 K`` int64 atomic adds. There are ``ceil(H / step) ceil(W / step)``
+along the group and ``2 * 64 K`` int64 atomic adds (into the thread block's shared sums
+where they pay: ``_bm3d_launch.py``). There are ``ceil(H / step) ceil(W / step)``
 reference blocks per frame and stage.
 """
 
@@ -23,9 +24,10 @@ import threading
 from .._environment import positive_int
 from .._options import Distance, FrameLayout, SampleType
 from .._settings import Bm3dSettings, Stages
-from ._bm3d_args import Bm3dRecords, bm3d_args_dtype
+from ._bm3d_args import Bm3dRecords, bm3d_args_dtype, reference_count
+from ._bm3d_launch import fit_tiles, stage_launches, tiles_wanted
 from ._bm3d_schedule import SpatialSchedule, TemporalSchedule
-from ._bm3d_source import BM3D_WARPS, Bm3dSpec
+from ._bm3d_source import Bm3dSpec
 from ._bm3d_workspace import DEFAULT_WORKSPACES, Lease, WorkSizes, WorkspacePool
 from ._calls import KernelArgs, cuda_calls
 from ._vbm3d_schedule import VBm3dSchedule
@@ -33,18 +35,20 @@ from ._vbm3d_schedule import VBm3dSchedule
 __all__ = ["DEFAULT_WORKSPACES", "MAX_PLANE_SIDE", "Bm3dPass", "bm3d_args_dtype"]
 
 _PIXEL_BLOCK = (32, 8, 1)  # threads of the per-pixel kernels
-_STAGE_BLOCK = (32 * BM3D_WARPS, 1, 1)
 _DEFAULT_SHARED_LIMIT = 48 * 1024
+#: Shared memory a thread block may opt in to on Hopper, bytes (tests make passes with it).
+HOPPER_SHARED_LIMIT = 227 * 1024
 #: Largest plane side: block keys pack positions into 13 bits (bm3d_match.cuh, ``bm_key``).
 MAX_PLANE_SIDE = (1 << 13) + 7
 
 
-def _pass_spec(options: Bm3dSettings, layout: FrameLayout) -> Bm3dSpec:
-    """The compile-time values of a pass's kernels, and which kernels it launches."""
+def _pass_spec(options: Bm3dSettings, layout: FrameLayout, shared_limit: int) -> Bm3dSpec:
+    """The compile-time values of a pass's kernels, and which kernels it launches, with tiles
+    whose thread blocks fit `shared_limit` bytes of shared memory where they can."""
     stages = ("bm3d_hard",) * (not options.has_ref) + ("bm3d_wiener",) * (
         Stages.WIENER in options.stages
     )
-    return Bm3dSpec(
+    spec = Bm3dSpec(
         window=2 * options.radius + 1,
         channels=len(options.planes),
         joint=options.distance in (Distance.YUV, Distance.RGB),
@@ -54,7 +58,9 @@ def _pass_spec(options: Bm3dSettings, layout: FrameLayout) -> Bm3dSpec:
         ps_num=options.ps_num,
         ps_range=options.ps_range,
         kernels=("bm3d_load", *stages, "bm3d_finish"),
+        tiles=tiles_wanted(),
     )
+    return fit_tiles(spec, shared_limit)
 
 
 class Bm3dPass:
@@ -70,6 +76,9 @@ class Bm3dPass:
         Row pitch in bytes of each plane (the same in slots and output buffers).
     workspaces : int, optional
         Most frames of this pass on the GPU at once; default ``DEFAULT_WORKSPACES``.
+    shared_limit : int, optional
+        Shared memory a thread block may take on the device, bytes; default
+        ``HOPPER_SHARED_LIMIT``.
     """
 
     def __init__(
@@ -79,16 +88,21 @@ class Bm3dPass:
         offsets: dict[int, int],
         pitch: dict[int, int],
         workspaces: int | None = None,
+        shared_limit: int = HOPPER_SHARED_LIMIT,
     ) -> None:
         self.options = options
-        self.spec = _pass_spec(options, layout)
+        self.spec = _pass_spec(options, layout, shared_limit)
         self.window = self.spec.window
         self.finish_reads_source = layout.sample_type is SampleType.FLOAT
         self.run_hard = not options.has_ref
         self.run_wiener = Stages.WIENER in options.stages
         height, width = layout.plane_shape(options.planes[0])
         sizes = WorkSizes.of(self.spec.channels, height, width)
-        self.records = Bm3dRecords(options, layout, offsets, pitch, sizes.pitch)
+        refs = (reference_count(width, options.block_step),
+                reference_count(height, options.block_step))  # fmt: skip
+        self._stages = stage_launches(self.spec, refs, options.block_step, shared_limit)
+        sums = {name: launch.sums for name, launch in self._stages.items()}
+        self.records = Bm3dRecords(options, layout, offsets, pitch, sizes.pitch, sums)
         spatial = self.window == 1
         self.frames_in_flight = (
             workspaces or positive_int("bm3d_workspaces") or DEFAULT_WORKSPACES[not spatial]
@@ -101,22 +115,17 @@ class Bm3dPass:
         self._pool = WorkspacePool(sizes, (self.window, pilots), spatial, self.frames_in_flight,
                                    self._schedule.equip)  # fmt: skip
         self.workspace_bytes = self._pool.workspace_bytes
-        self._grids(height, width, options.has_ref)
+        self._pixel_grid = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
+        self._load_grid = (*self._pixel_grid, self.window * (1 + options.has_ref))
         self._lock = threading.Lock()  # the kernels
         self._kernels = None
         self.calls = None  # cuda_calls(), with the kernels
 
-    def _grids(self, height: int, width: int, has_ref: bool) -> None:
-        """Launch grids and the stage kernels' shared memory."""
-        self._pixel_grid = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
-        self._load_grid = (*self._pixel_grid, self.window * (1 + has_ref))
-        refs_x, refs_y = self.records.refs
-        separate = 1 if self.spec.joint else self.spec.channels
-        self._stage_grid = (-(-refs_x * refs_y // BM3D_WARPS), 1, separate)
-        self._stage_shared = {
-            "bm3d_hard": self.spec.shared_bytes(False),
-            "bm3d_wiener": self.spec.shared_bytes(True),
-        }
+    @property
+    def shared_needed(self) -> int:
+        """Shared memory per thread block of the pass's largest stage kernel launch, bytes."""
+        run = (("bm3d_hard",) * self.run_hard) + (("bm3d_wiener",) * self.run_wiener)
+        return max(self._stages[name].shared for name in run)
 
     # -- per frame --------------------------------------------------------------------------
 
@@ -162,10 +171,10 @@ class Bm3dPass:
 
     def run(self, name: str, args: KernelArgs, stream: int) -> None:
         """Launch kernel `name` (one of ``BM3D_KERNELS``) on `stream`."""
-        shared = self._stage_shared.get(name)
-        if shared is not None:
+        stage = self._stages.get(name)
+        if stage is not None:
             self.calls.launch(
-                self._kernels[name], self._stage_grid, _STAGE_BLOCK, shared, stream, args
+                self._kernels[name], stage.grid, stage.block, stage.shared, stream, args
             )
             return
         grid = self._load_grid if name == "bm3d_load" else (*self._pixel_grid, 1)
@@ -183,9 +192,9 @@ class Bm3dPass:
             if self._kernels is None:
                 self.calls = cuda_calls()
                 kernels = get_bm3d_kernels(self.spec)  # memoized: the modules stay loaded
-                for name, shared in self._stage_shared.items():
-                    if name in kernels and shared > _DEFAULT_SHARED_LIMIT:
-                        kernels[name].max_dynamic_shared_size_bytes = shared
+                for name, stage in self._stages.items():
+                    if name in kernels and stage.shared > _DEFAULT_SHARED_LIMIT:
+                        kernels[name].max_dynamic_shared_size_bytes = stage.shared
                 self._schedule.start()
                 self._kernels = {name: kernel.kernel.ptr for name, kernel in kernels.items()}
         return self._kernels

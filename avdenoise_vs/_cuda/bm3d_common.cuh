@@ -8,11 +8,13 @@
 //   BM_DTYPE    0 uint8, 1 uint16, 2 float32 (the frames' sample type)
 //   BM_RANGE    full-search radius            BM_PSNUM, BM_PSR  predictive search
 //   BM_K_HT, BM_K_WIENER   most blocks per group in each stage
-//   BM_WARPS    warps (reference blocks) per thread block
+//   BM_HARD_TX, BM_HARD_TY, BM_WIENER_TX, BM_WIENER_TY   reference blocks per thread block
+//               along x and y of each stage kernel, one warp each (its tile)
 //   BM_NAME_LOAD, BM_NAME_HARD, BM_NAME_WIENER, BM_NAME_FINISH   the C names of the kernels
 //               below (avdenoise_bm3d_<kernel>_<every specialisation value>); a module
 //               defines only its own kernel's, and only that kernel is compiled
-//   constant tables: bm_ht_fwd/bm_ht_inv (Bior1.5), bm_wn_fwd/bm_wn_inv (DCT), bm_ht_std
+//   transform matrices (structs whose apply(v, o) multiplies by literals): bm_ht_fwd/bm_ht_inv
+//   (Bior1.5), bm_wn_fwd/bm_wn_inv (DCT); constant tables: bm_ht_std
 //   (coefficient deviation under unit noise), bm_kaiser, bm_opp and bm_opp_inv (3x3)
 //
 // The kernels (the host side, _cuda/bm3d.py, chains them on one stream):
@@ -20,7 +22,9 @@
 //                  and at pilot_at[t] from the ref clip when it is the Wiener pilot
 //   bm3d_hard      hard thresholding: one warp per reference block of window frame `center`:
 //                  match across the window, 3-D transform, threshold, invert, aggregate into
-//                  the int64 accumulator of the member's frame (acc_at; 0: not aggregated)
+//                  the int64 accumulator of the member's frame (acc_at; 0: not aggregated),
+//                  through the thread block's shared copy over its tile's reach for the
+//                  centre frame when `tile` is 1 (bm3d_tile.cuh)
 //   bm3d_wiener    the same, matched on pilot_at and shrunk by the pilot's spectra
 //   bm3d_finish    the accumulator at acc_at[0] -> basic estimates (float planes at `dst`) or
 //                  the output samples; float clips' pixels that no group reached (non-finite
@@ -76,6 +80,8 @@ struct Bm3dArgs {
     long long center;           // window index of the frame holding the reference blocks
     long long to_pilot;         // bm3d_finish: 1 writes float planes at `dst`, 0 the output
     long long inputs;           // bm3d_load: 1 loads the clip, 2 also the ref (pilot_at)
+    long long tile;             // stage kernels: 1 aggregates the centre frame through the
+                                // shared sums of the tile's reach (the launch gives them room)
     double sigma[3];            // noise deviation per channel, 8-bit units
     double lambda_ht;           // hard threshold, noise deviations
     double threshold;           // block-distance limit of the stage

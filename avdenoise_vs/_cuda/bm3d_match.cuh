@@ -12,8 +12,15 @@ __device__ __forceinline__ bool bm_less(float d0, unsigned k0, float d1, unsigne
     return d0 < d1 || (d0 == d1 && k0 < k1);
 }
 
-// The smallest (d, k) of the warp's lanes, in every lane.
+// The smallest (d, k) of the warp's lanes, in every lane. Distances are never negative (or
+// NaN: those fail every comparison before they get here), so their bits order as unsigned
+// integers do, and from Ampere on two single-instruction warp reductions find the minimum.
 __device__ __forceinline__ void bm_warp_min(float& d, unsigned& k) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned bits = __reduce_min_sync(0xffffffffu, __float_as_uint(d));
+    k = __reduce_min_sync(0xffffffffu, __float_as_uint(d) == bits ? k : 0xffffffffu);
+    d = __uint_as_float(bits);
+#else
 #pragma unroll
     for (int s = 16; s > 0; s >>= 1) {
         const float od = __shfl_xor_sync(0xffffffffu, d, s);
@@ -23,6 +30,7 @@ __device__ __forceinline__ void bm_warp_min(float& d, unsigned& k) {
             k = ok;
         }
     }
+#endif
 }
 
 // Smallest (distance, key) of entries [begin, end) that is larger than (after_d, after_k)

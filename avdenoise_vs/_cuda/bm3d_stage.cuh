@@ -20,23 +20,34 @@ __device__ __forceinline__ void bm_gather(float* blk, const long long* frames, l
     __syncwarp();
 }
 
-// Add `weight` * Kaiser * estimate of each block to num/den of its frame's accumulator.
+// Add `weight` * Kaiser * estimate of each block to num/den of its frame's accumulator; blocks
+// of frame `center` go to the thread block's shared sums `tile_sums` instead, when it has them.
 __device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk,
                                              const unsigned* group, int size, int c, float weight,
+                                             unsigned long long* tile_sums, const BmTile& tile,
                                              int lane) {
     const long long plane = bm_plane(a);
+    const int reach = tile.h * tile.w;
     for (int i = lane; i < size * BM_BB; i += 32) {
         const unsigned k = group[i / BM_BB];
+        const int p = i % BM_BB;
+        const int y = bm_key_y(k) + p / BM_B, x = bm_key_x(k) + p % BM_B;
+        const float w = weight * bm_kaiser[p];
+        const float v = blk[(i / BM_BB) * BM_BS + bm_at(p)];
+        const unsigned long long wv = (unsigned long long)__float2ll_rn(w * v * BM_FIX);
+        const unsigned long long ww = (unsigned long long)__float2ll_rn(w * BM_FIX);
+        if (tile_sums && bm_key_t(k) == (int)a.center) {
+            const int at = (y - tile.y0) * tile.w + x - tile.x0;
+            bm_shared_add(tile_sums + at, wv);
+            bm_shared_add(tile_sums + reach + at, ww);
+            continue;
+        }
         unsigned long long* num = (unsigned long long*)a.acc_at[bm_key_t(k)];
         if (!num) continue;
         unsigned long long* den = num + BM_C * plane;
-        const int p = i % BM_BB;
-        const long long at = (long long)c * plane +
-                             (long long)(bm_key_y(k) + p / BM_B) * a.pitch + bm_key_x(k) + p % BM_B;
-        const float w = weight * bm_kaiser[p];
-        const float v = blk[(i / BM_BB) * BM_BS + bm_at(p)];
-        atomicAdd(num + at, (unsigned long long)__float2ll_rn(w * v * BM_FIX));
-        atomicAdd(den + at, (unsigned long long)__float2ll_rn(w * BM_FIX));
+        const long long at = (long long)c * plane + (long long)y * a.pitch + x;
+        atomicAdd(num + at, wv);
+        atomicAdd(den + at, ww);
     }
 }
 
@@ -96,36 +107,35 @@ __device__ float bm_wiener(float* blk, const float* pil, int size, float sigma, 
 }
 
 // Shared floats per warp: the reference block, the group's keys, and a region that holds the
-// candidate list while matching and the group's blocks (and the pilot's) while filtering.
+// candidate list while matching and the group's blocks (and the pilot's) while filtering. The
+// thread block's tile sums, when it has them, follow its warps' floats. The tile: TX x TY
+// reference blocks, a warp each; registers for 16 warps an SM (128 a thread), which measured
+// faster than 96 with 20 warps.
 template <int WIENER>
 struct BmShared {
+    static constexpr int TX = WIENER ? BM_WIENER_TX : BM_HARD_TX;
+    static constexpr int TY = WIENER ? BM_WIENER_TY : BM_HARD_TY;
+    static constexpr int WARPS = TX * TY;
+    static constexpr int MIN_BLOCKS = WARPS >= 16 ? 1 : 16 / WARPS;
     static constexpr int K = WIENER ? BM_K_WIENER : BM_K_HT;
     static constexpr int GROUP = (WIENER ? 2 : 1) * K * BM_BS;
     static constexpr int REGION = 2 * BM_NCAND > GROUP ? 2 * BM_NCAND : GROUP;
     static constexpr int FLOATS = BM_BB + K + REGION;
+    static_assert(FLOATS % 2 == 0, "the tile's int64 sums follow the warps' floats");
 };
 
-// One warp per reference block of window frame `center`; blockIdx.z = channel when the
-// channels are grouped separately. Stage 0 filters `noisy` matched on itself; stage 1 filters
-// `noisy` by Wiener against `pilot`, matched on `pilot`.
+// Match the reference block at grid index (ix, iy) of window frame `center` and form its
+// group (keys at `group`, candidates in `region`); returns the group's size, 0 when the
+// reference block holds a non-finite sample.
 template <int WIENER>
-__device__ void bm3d_stage(const Bm3dArgs& a) {
+__device__ int bm_match(const Bm3dArgs& a, int ix, int iy, int c0, float* ref, unsigned* group,
+                        float* region, int lane) {
     typedef BmShared<WIENER> S;
-    extern __shared__ float shared[];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const long long index = (long long)blockIdx.x * BM_WARPS + warp;
-    if (index >= a.refs_x * a.refs_y) return;  // whole warps only
-    float* ref = shared + warp * S::FLOATS;
-    unsigned* group = (unsigned*)(ref + BM_BB);
-    float* region = ref + BM_BB + S::K;
     float* sd = region;
     unsigned* sk = (unsigned*)(region + BM_NCAND);
-
     const int grid_h = (int)a.height - BM_B + 1, grid_w = (int)a.width - BM_B + 1;
-    const int ry = min((int)(index / a.refs_x) * (int)a.step, grid_h - 1);
-    const int rx = min((int)(index % a.refs_x) * (int)a.step, grid_w - 1);
+    const int ry = bm_ref_at(iy, a.step, grid_h - 1), rx = bm_ref_at(ix, a.step, grid_w - 1);
     const int t_ref = (int)a.center;
-    const int c0 = BM_JOINT ? 0 : blockIdx.z;  // the channel blocks are matched on
     const long long plane = bm_plane(a);
     const long long* guide = WIENER ? a.pilot_at : a.noisy_at;
 
@@ -143,44 +153,88 @@ __device__ void bm3d_stage(const Bm3dArgs& a) {
 #if BM_DTYPE == 2
     // A reference block holding a non-finite sample forms no group (see bm_pixel); the guide
     // shows every one that counts (joint passes mark channel 0, pilots the clip's as well).
-    if (!__all_sync(0xffffffffu, finite)) return;
+    if (!__all_sync(0xffffffffu, finite)) return 0;
 #endif
     __syncwarp();
     bm_search(guide, c0 * plane, a.pitch, (int)a.height, grid_h, grid_w, t_ref, ry, rx, ref, sd,
               sk, lane);
-    const int size = bm_select<S::K>(sd, sk, bm_key(t_ref, ry, rx), (float)a.threshold, group, lane);
+    return bm_select<S::K>(sd, sk, bm_key(t_ref, ry, rx), (float)a.threshold, group, lane);
+}
 
+// Filter channel c of a formed group of `size` blocks (`group`) in `region` and aggregate it.
+template <int WIENER>
+__device__ void bm_filter(const Bm3dArgs& a, int c, int size, const unsigned* group,
+                          float* region, unsigned long long* tile_sums, const BmTile& tile,
+                          int lane) {
+    typedef BmShared<WIENER> S;
+    const long long plane = bm_plane(a);
+    const float sigma = (float)a.sigma[c];
     float* blk = region;
     float* pil = region + S::K * BM_BS;
+    bm_gather(blk, a.noisy_at, c * plane, a.pitch, group, size, lane);
+    float weight;
+    if (WIENER) {
+        bm_gather(pil, a.pilot_at, c * plane, a.pitch, group, size, lane);
+        bm_2d<bm_wn_fwd>(blk, size, lane);
+        bm_2d<bm_wn_fwd>(pil, size, lane);
+        weight = bm_wiener(blk, pil, size, sigma, lane);
+        bm_2d<bm_wn_inv>(blk, size, lane);
+    } else {
+        bm_2d<bm_ht_fwd>(blk, size, lane);
+        weight = bm_hard_threshold(blk, size, sigma, (float)a.lambda_ht, lane);
+        bm_2d<bm_ht_inv>(blk, size, lane);
+    }
+    bm_aggregate(a, blk, group, size, c, weight, tile_sums, tile, lane);
+    __syncwarp();
+}
+
+// One thread block per tile of TX x TY reference blocks of window frame `center`, one warp
+// each; blockIdx.z = channel when the channels are grouped separately. Stage 0 filters
+// `noisy` matched on itself; stage 1 filters `noisy` by Wiener against `pilot`, matched on
+// `pilot`. Every warp reaches the thread block's barriers, those past the grid's edge too.
+template <int WIENER>
+__device__ void bm3d_stage(const Bm3dArgs& a) {
+    typedef BmShared<WIENER> S;
+    extern __shared__ float shared[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const BmTile tile =
+        bm_tile<S::TX, S::TY>(a, (int)a.height - BM_B + 1, (int)a.width - BM_B + 1);
+    const int ix = tile.tx * S::TX + warp % S::TX, iy = tile.ty * S::TY + warp / S::TX;
+    float* ref = shared + warp * S::FLOATS;
+    unsigned* group = (unsigned*)(ref + BM_BB);
+    float* region = ref + BM_BB + S::K;
+    unsigned long long* tile_sums =
+        a.tile && a.acc_at[a.center] ? (unsigned long long*)(shared + S::WARPS * S::FLOATS)
+                                     : nullptr;
+    if (tile_sums) {
+        bm_tile_clear(tile_sums, tile);
+        __syncthreads();
+    }
+    const int c0 = BM_JOINT ? 0 : blockIdx.z;  // the channel blocks are matched on
+    const int size = ix < a.refs_x && iy < a.refs_y
+                         ? bm_match<WIENER>(a, ix, iy, c0, ref, group, region, lane)
+                         : 0;
     for (int g = 0; g < BM_GC; ++g) {
-        const int c = c0 + g;
-        const float sigma = (float)a.sigma[c];
-        bm_gather(blk, a.noisy_at, c * plane, a.pitch, group, size, lane);
-        float weight;
-        if (WIENER) {
-            bm_gather(pil, a.pilot_at, c * plane, a.pitch, group, size, lane);
-            bm_2d(blk, size, bm_wn_fwd, lane);
-            bm_2d(pil, size, bm_wn_fwd, lane);
-            weight = bm_wiener(blk, pil, size, sigma, lane);
-            bm_2d(blk, size, bm_wn_inv, lane);
-        } else {
-            bm_2d(blk, size, bm_ht_fwd, lane);
-            weight = bm_hard_threshold(blk, size, sigma, (float)a.lambda_ht, lane);
-            bm_2d(blk, size, bm_ht_inv, lane);
+        if (size) bm_filter<WIENER>(a, c0 + g, size, group, region, tile_sums, tile, lane);
+        if (tile_sums) {
+            __syncthreads();
+            bm_tile_flush(a, tile, tile_sums, c0 + g);
+            if (g + 1 < BM_GC) __syncthreads();
         }
-        bm_aggregate(a, blk, group, size, c, weight, lane);
-        __syncwarp();
     }
 }
 
+typedef BmShared<0> BmHard;
+typedef BmShared<1> BmWiener;
+
 #ifdef BM_NAME_HARD
-extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) BM_NAME_HARD(const Bm3dArgs a) {
+extern "C" __global__ void __launch_bounds__(BmHard::WARPS * 32, BmHard::MIN_BLOCKS) BM_NAME_HARD(const Bm3dArgs a) {
     bm3d_stage<0>(a);
 }
 #endif
 
 #ifdef BM_NAME_WIENER
-extern "C" __global__ void __launch_bounds__(BM_WARPS * 32) BM_NAME_WIENER(const Bm3dArgs a) {
+extern "C" __global__ void __launch_bounds__(BmWiener::WARPS * 32, BmWiener::MIN_BLOCKS) BM_NAME_WIENER(const Bm3dArgs a) {
     bm3d_stage<1>(a);
 }
 #endif

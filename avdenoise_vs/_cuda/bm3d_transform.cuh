@@ -3,30 +3,28 @@
 // Shared-memory offset of sample p (raster order) of a block.
 __device__ __forceinline__ int bm_at(int p) { return (p / BM_B) * BM_RP + p % BM_B; }
 
-// Apply the 8x8 matrix m to every row (cols = 0) or column (cols = 1) of `n` blocks in shared.
-__device__ __forceinline__ void bm_rows(float* blk, int n, const float (*m)[BM_B], bool cols,
-                                        int lane) {
+// Apply the 8x8 matrix M (a generated struct: M::apply) to every row (cols = 0) or column
+// (cols = 1) of `n` blocks in shared memory.
+template <typename M>
+__device__ __forceinline__ void bm_rows(float* blk, int n, bool cols, int lane) {
     for (int task = lane; task < n * BM_B; task += 32) {
         float* base = blk + (task / BM_B) * BM_BS + (cols ? task % BM_B : (task % BM_B) * BM_RP);
         const int stride = cols ? BM_RP : 1;
-        float v[BM_B];
+        float v[BM_B], o[BM_B];
 #pragma unroll
         for (int q = 0; q < BM_B; ++q) v[q] = base[q * stride];
+        M::apply(v, o);
 #pragma unroll
-        for (int j = 0; j < BM_B; ++j) {
-            float s = 0.0f;
-#pragma unroll
-            for (int q = 0; q < BM_B; ++q) s = fmaf(m[j][q], v[q], s);
-            base[j * stride] = s;
-        }
+        for (int j = 0; j < BM_B; ++j) base[j * stride] = o[j];
     }
     __syncwarp();
 }
 
-// 2-D transform T B T^T of each block: rows then columns.
-__device__ __forceinline__ void bm_2d(float* blk, int n, const float (*m)[BM_B], int lane) {
-    bm_rows(blk, n, m, false, lane);
-    bm_rows(blk, n, m, true, lane);
+// 2-D transform M B M^T of each block: rows then columns.
+template <typename M>
+__device__ __forceinline__ void bm_2d(float* blk, int n, int lane) {
+    bm_rows<M>(blk, n, false, lane);
+    bm_rows<M>(blk, n, true, lane);
 }
 
 // Orthonormal dyadic Haar along the group (rows in wavedec order) on the first `size` of K
