@@ -16,7 +16,7 @@ from .._reference._bm3d_stages import TAU_WIENER, ht_match_threshold
 from .._reference.backend import bm3d_sigmas
 from .._settings import Bm3dSettings
 
-__all__ = ["Bm3dRecords", "bm3d_args_dtype", "reference_count"]
+__all__ = ["Bm3dRecords", "bm3d_args_dtype", "reference_count", "reference_grid"]
 
 #: Fields that hold one value per window frame; a record sets the first ``len(value)``.
 _PER_FRAME = ("noisy_at", "pilot_at", "acc_at")
@@ -42,6 +42,13 @@ def reference_count(length: int, step: int) -> int:
     """Reference positions along an axis of `length` pixels (the reference's grid)."""
     last = length - 8
     return -(-last // step) + 1
+
+
+def reference_grid(options: Bm3dSettings, layout: FrameLayout) -> tuple[int, int]:
+    """Reference positions of a pass along x and y (its first plane's size, its step)."""
+    height, width = layout.plane_shape(options.planes[0])
+    return (reference_count(width, options.block_step),
+            reference_count(height, options.block_step))  # fmt: skip
 
 
 class Bm3dRecords:
@@ -73,8 +80,7 @@ class Bm3dRecords:
         planes = options.planes
         height, width = layout.plane_shape(planes[0])
         itemsize = layout.dtype.itemsize
-        self.refs = (reference_count(width, options.block_step),
-                     reference_count(height, options.block_step))  # fmt: skip
+        self.refs = reference_grid(options, layout)
         template = np.zeros(1, dtype=bm3d_args_dtype(2 * options.radius + 1))
         template["plane_off"][0, : len(planes)] = [offsets[p] // itemsize for p in planes]
         template["width"], template["height"] = width, height

@@ -24,7 +24,7 @@ import threading
 from .._environment import positive_int
 from .._options import Distance, FrameLayout, SampleType
 from .._settings import Bm3dSettings, Stages
-from ._bm3d_args import Bm3dRecords, bm3d_args_dtype, reference_count
+from ._bm3d_args import Bm3dRecords, bm3d_args_dtype, reference_grid
 from ._bm3d_launch import fit_tiles, stage_launches, tiles_wanted
 from ._bm3d_schedule import SpatialSchedule, TemporalSchedule
 from ._bm3d_source import Bm3dSpec
@@ -98,8 +98,7 @@ class Bm3dPass:
         self.run_wiener = Stages.WIENER in options.stages
         height, width = layout.plane_shape(options.planes[0])
         sizes = WorkSizes.of(self.spec.channels, height, width)
-        refs = (reference_count(width, options.block_step),
-                reference_count(height, options.block_step))  # fmt: skip
+        refs = reference_grid(options, layout)
         self._stages = stage_launches(self.spec, refs, options.block_step, shared_limit)
         sums = {name: launch.sums for name, launch in self._stages.items()}
         self.records = Bm3dRecords(options, layout, offsets, pitch, sizes.pitch, sums)
