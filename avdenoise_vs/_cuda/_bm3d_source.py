@@ -62,6 +62,9 @@ GROUP_HT = 16
 GROUP_WIENER = 32
 #: Floats per block in shared memory: 8 rows of 9 (``BM_BS``), against bank conflicts.
 _BLOCK_STRIDE = 72
+#: Most vertically adjacent candidates a lane compares per matching task: each holds one
+#: distance in a register beside the reference block's 64, within 128 a thread.
+_MOST_TASK_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,20 @@ class Bm3dSpec:
         tile_x, tile_y = self.tiles[wiener]
         side = 2 * self.bm_range + BLOCK_SIZE
         return ((tile_y - 1) * step + side) * ((tile_x - 1) * step + side)
+
+
+def task_rows(side: int) -> int:
+    """Candidates one lane compares per task in a search window of `side` x `side` blocks
+    (``bm_window``'s ROWS): the fewest instructions for the window's slowest lane. A task of
+    `rows` loads ``8 + rows - 1`` rows of 8 samples and takes two instructions per sample
+    and candidate; the warp's 32 lanes take the window's tasks in rounds."""
+
+    def slowest_lane(rows: int) -> int:
+        tasks = side * -(-side // rows)
+        rounds = -(-tasks // 32)
+        return rounds * (BLOCK_SIZE * (BLOCK_SIZE + rows - 1) + 2 * BLOCK_SIZE**2 * rows)
+
+    return min(range(1, _MOST_TASK_ROWS + 1), key=slowest_lane)
 
 
 def bm3d_kernel_name(spec: Bm3dSpec, kernel: str) -> str:
@@ -212,6 +229,8 @@ def bm3d_source(spec: Bm3dSpec, kernels: tuple[str, ...] = BM3D_KERNELS) -> str:
         f"#define BM_RANGE {spec.bm_range}",
         f"#define BM_PSNUM {spec.ps_num}",
         f"#define BM_PSR {spec.ps_range}",
+        f"#define BM_ROWS_FULL {task_rows(2 * spec.bm_range + 1)}",
+        f"#define BM_ROWS_PS {task_rows(2 * spec.ps_range + 1)}",
         f"#define BM_K_HT {GROUP_HT}",
         f"#define BM_K_WIENER {GROUP_WIENER}",
         f"#define BM_HARD_TX {spec.tiles[0][0]}",

@@ -51,27 +51,26 @@ __device__ __forceinline__ void bm_next(const float* sd, const unsigned* sk, int
     bm_warp_min(best_d, best_k);
 }
 
-// Candidates one lane compares per task: vertically adjacent blocks share 7 of their 8 rows,
-// so a task loads 8 + BM_ROWS - 1 rows once for BM_ROWS distances.
-#define BM_ROWS 4
-
-// Distances ||block - ref||^2 / 64 of the blocks at (y0 + j, x), j < BM_ROWS, on one guide
-// plane; the reference block is in registers. Rows past the plane are clamped (those
+// Distances ||block - ref||^2 / 64 of the blocks at (y0 + j, x), j < ROWS, on one guide
+// plane; the reference block is in registers. Vertically adjacent blocks share 7 of their 8
+// rows, so a task loads 8 + ROWS - 1 rows once for ROWS distances (the generator picks ROWS
+// for each window's side: BM_ROWS_FULL, BM_ROWS_PS). Rows past the plane are clamped (those
 // candidates are invalid and discarded by the caller).
+template <int ROWS>
 __device__ __forceinline__ void bm_distances(const float* __restrict__ g, long long pitch,
                                              int height, int y0, int x, const float (&ref)[BM_BB],
-                                             float (&out)[BM_ROWS]) {
-    float acc[BM_ROWS];
+                                             float (&out)[ROWS]) {
+    float acc[ROWS];
 #pragma unroll
-    for (int j = 0; j < BM_ROWS; ++j) acc[j] = 0.0f;
+    for (int j = 0; j < ROWS; ++j) acc[j] = 0.0f;
 #pragma unroll
-    for (int r = 0; r < BM_B + BM_ROWS - 1; ++r) {
+    for (int r = 0; r < BM_B + ROWS - 1; ++r) {
         const float* row = g + (long long)min(max(y0 + r, 0), height - 1) * pitch + x;
         float v[BM_B];
 #pragma unroll
         for (int c = 0; c < BM_B; ++c) v[c] = __ldg(row + c);
 #pragma unroll
-        for (int j = 0; j < BM_ROWS; ++j) {
+        for (int j = 0; j < ROWS; ++j) {
             if (r - j < 0 || r - j >= BM_B) continue;
 #pragma unroll
             for (int c = 0; c < BM_B; ++c) {
@@ -81,25 +80,26 @@ __device__ __forceinline__ void bm_distances(const float* __restrict__ g, long l
         }
     }
 #pragma unroll
-    for (int j = 0; j < BM_ROWS; ++j) out[j] = acc[j] * (1.0f / BM_BB);
+    for (int j = 0; j < ROWS; ++j) out[j] = acc[j] * (1.0f / BM_BB);
 }
 
 // Compare the candidates of one square search window of side `side` whose top-left block is
-// (y0, x0), in frame t, and store them from entry `offset` in raster order. `usable(y, x)`
-// says whether a block position takes part (inside the grid, not already searched).
-template <typename Usable>
+// (y0, x0), in frame t, and store them from entry `offset` in raster order, ROWS a task.
+// `usable(y, x)` says whether a block position takes part (inside the grid, not already
+// searched).
+template <int ROWS, typename Usable>
 __device__ __forceinline__ void bm_window(const float* __restrict__ g, long long pitch, int height,
                                           int grid_w, int t, int y0, int x0, int side,
                                           const float (&ref)[BM_BB], float* sd, unsigned* sk,
                                           int offset, Usable usable, int lane) {
-    const int groups = (side + BM_ROWS - 1) / BM_ROWS;
+    const int groups = (side + ROWS - 1) / ROWS;
     for (int task = lane; task < side * groups; task += 32) {
-        const int dx = task % side, dy0 = (task / side) * BM_ROWS;
+        const int dx = task % side, dy0 = (task / side) * ROWS;
         const int x = x0 + dx;
-        float d[BM_ROWS];
-        bm_distances(g, pitch, height, y0 + dy0, min(max(x, 0), grid_w - 1), ref, d);
+        float d[ROWS];
+        bm_distances<ROWS>(g, pitch, height, y0 + dy0, min(max(x, 0), grid_w - 1), ref, d);
 #pragma unroll
-        for (int j = 0; j < BM_ROWS; ++j) {
+        for (int j = 0; j < ROWS; ++j) {
             const int dy = dy0 + j, y = y0 + dy;
             if (dy >= side) break;
             const bool ok = usable(y, x);
@@ -110,21 +110,26 @@ __device__ __forceinline__ void bm_window(const float* __restrict__ g, long long
     __syncwarp();
 }
 
-// Fill the candidate list of one reference block: the full search in its own frame, then the
-// predictive search outward through the window (_bm3d_matching.match_groups). Invalid
-// candidates get an infinite distance.
-__device__ void bm_search(const long long* frames, long long coff, long long pitch, int height,
-                          int grid_h, int grid_w, int t_ref, int ry, int rx,
-                          const float* ref_shared, float* sd, unsigned* sk, int lane) {
-    float ref[BM_BB];
+// Element j of a small array indexed at run time, by selects, so that the array stays in
+// registers.
+template <int N>
+__device__ __forceinline__ int bm_pick(const int (&v)[N], int j) {
+    int out = v[0];
 #pragma unroll
-    for (int p = 0; p < BM_BB; ++p) ref[p] = ref_shared[p];
+    for (int i = 1; i < N; ++i) out = i == j ? v[i] : out;
+    return out;
+}
+
+// The predictive search outward through the window (_bm3d_matching.match_groups): in each
+// other frame, the windows around the BM_PSNUM best candidates of the frame before it, from
+// entry BM_N0 on. Past frames first (t_ref - 1 down to 0), then future ones; each side starts
+// from the reference frame's full search. The seeds' windows share one copy of the distance
+// code (a loop, not unrolled): code size is what NVRTC's time in a cold fleet goes on.
+__device__ void bm_predictive(const long long* frames, long long coff, long long pitch,
+                              int height, int grid_h, int grid_w, int t_ref,
+                              const float (&ref)[BM_BB], float* sd, unsigned* sk, int lane) {
     auto in_grid = [=](int y, int x) { return y >= 0 && y < grid_h && x >= 0 && x < grid_w; };
-    bm_window((const float*)frames[t_ref] + coff, pitch, height, grid_w, t_ref, ry - BM_RANGE,
-              rx - BM_RANGE, BM_W0, ref, sd, sk, 0, in_grid, lane);
     int offset = BM_N0;
-    // Past frames first (t_ref - 1 down to 0), then future ones; each side starts from the
-    // reference frame's full search.
     for (int side = 0; side < 2; ++side) {
         int prev_begin = 0, prev_end = BM_N0;
         const int first = side == 0 ? t_ref - 1 : t_ref + 1;
@@ -147,24 +152,43 @@ __device__ void bm_search(const long long* frames, long long coff, long long pit
                 }
             }
             const float* gt = (const float*)frames[t] + coff;
-#pragma unroll
+#pragma unroll 1
             for (int j = 0; j < BM_PSNUM; ++j) {
+                const int seed_y = bm_pick(sy, j), seed_x = bm_pick(sx, j);
                 // A block in the window of an earlier seed is that seed's candidate already.
                 auto usable = [&](int y, int x) {
-                    bool ok = in_grid(y, x) && sy[j] > -100000;
+                    bool ok = in_grid(y, x) && seed_y > -100000;
 #pragma unroll
-                    for (int i = 0; i < j; ++i)
-                        ok = ok && !(abs(y - sy[i]) <= BM_PSR && abs(x - sx[i]) <= BM_PSR);
+                    for (int i = 0; i < BM_PSNUM - 1; ++i)
+                        ok = ok && (i >= j || !(abs(y - sy[i]) <= BM_PSR &&
+                                                abs(x - sx[i]) <= BM_PSR));
                     return ok;
                 };
-                bm_window(gt, pitch, height, grid_w, t, sy[j] - BM_PSR, sx[j] - BM_PSR, BM_WP,
-                          ref, sd, sk, offset + j * BM_WP * BM_WP, usable, lane);
+                bm_window<BM_ROWS_PS>(gt, pitch, height, grid_w, t, seed_y - BM_PSR,
+                                      seed_x - BM_PSR, BM_WP, ref, sd, sk,
+                                      offset + j * BM_WP * BM_WP, usable, lane);
             }
             prev_begin = offset;
             prev_end = offset + BM_NP;
             offset += BM_NP;
         }
     }
+}
+
+// Fill the candidate list of one reference block: the full search in its own frame, then the
+// predictive search through the window. Invalid candidates get an infinite distance.
+__device__ void bm_search(const long long* frames, long long coff, long long pitch, int height,
+                          int grid_h, int grid_w, int t_ref, int ry, int rx,
+                          const float* ref_shared, float* sd, unsigned* sk, int lane) {
+    float ref[BM_BB];
+#pragma unroll
+    for (int p = 0; p < BM_BB; ++p) ref[p] = ref_shared[p];
+    auto in_grid = [=](int y, int x) { return y >= 0 && y < grid_h && x >= 0 && x < grid_w; };
+    bm_window<BM_ROWS_FULL>((const float*)frames[t_ref] + coff, pitch, height, grid_w, t_ref,
+                            ry - BM_RANGE, rx - BM_RANGE, BM_W0, ref, sd, sk, 0, in_grid, lane);
+    // A window of one frame compiles no predictive search at all.
+    if constexpr (BM_T > 1)
+        bm_predictive(frames, coff, pitch, height, grid_h, grid_w, t_ref, ref, sd, sk, lane);
 }
 
 // Candidates a lane keeps sorted in registers while the group is formed.

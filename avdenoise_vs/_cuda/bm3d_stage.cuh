@@ -6,16 +6,25 @@ __device__ __forceinline__ float bm_warp_sum(float v) {
     return v;
 }
 
+// A lane's samples of every block: p = lane and p = lane + 32 (raster order), the same two
+// in each block, so that a block's key is decoded once per lane and the weights of the
+// lane's two positions once per group.
+static_assert(BM_BB == 64, "a lane takes samples lane and lane + 32 of each block");
+#define BM_LANE_SAMPLES 2
+
 // Copy the `size` blocks of `group` into `blk`, from channel offset `coff` of `frames`.
 __device__ __forceinline__ void bm_gather(float* blk, const long long* frames, long long coff,
                                           long long pitch, const unsigned* group, int size,
                                           int lane) {
-    for (int i = lane; i < size * BM_BB; i += 32) {
-        const unsigned k = group[i / BM_BB];
-        const int p = i % BM_BB;
-        const float* src = (const float*)frames[bm_key_t(k)] + coff;
-        blk[(i / BM_BB) * BM_BS + bm_at(p)] =
-            src[(long long)(bm_key_y(k) + p / BM_B) * pitch + bm_key_x(k) + p % BM_B];
+    for (int b = 0; b < size; ++b) {
+        const unsigned k = group[b];
+        const float* src = (const float*)frames[bm_key_t(k)] + coff +
+                           (long long)bm_key_y(k) * pitch + bm_key_x(k);
+#pragma unroll
+        for (int h = 0; h < BM_LANE_SAMPLES; ++h) {
+            const int p = lane + 32 * h;
+            blk[b * BM_BS + bm_at(p)] = src[(long long)(p / BM_B) * pitch + p % BM_B];
+        }
     }
     __syncwarp();
 }
@@ -28,26 +37,35 @@ __device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk
                                              int lane) {
     const long long plane = bm_plane(a);
     const int reach = tile.h * tile.w;
-    for (int i = lane; i < size * BM_BB; i += 32) {
-        const unsigned k = group[i / BM_BB];
-        const int p = i % BM_BB;
-        const int y = bm_key_y(k) + p / BM_B, x = bm_key_x(k) + p % BM_B;
-        const float w = weight * bm_kaiser[p];
-        const float v = blk[(i / BM_BB) * BM_BS + bm_at(p)];
-        const unsigned long long wv = (unsigned long long)__float2ll_rn(w * v * BM_FIX);
-        const unsigned long long ww = (unsigned long long)__float2ll_rn(w * BM_FIX);
-        if (tile_sums && bm_key_t(k) == (int)a.center) {
-            const int at = (y - tile.y0) * tile.w + x - tile.x0;
-            bm_shared_add(tile_sums + at, wv);
-            bm_shared_add(tile_sums + reach + at, ww);
-            continue;
+    float w[BM_LANE_SAMPLES];
+    unsigned long long ww[BM_LANE_SAMPLES];
+#pragma unroll
+    for (int h = 0; h < BM_LANE_SAMPLES; ++h) {
+        w[h] = weight * bm_kaiser[lane + 32 * h];
+        ww[h] = (unsigned long long)__float2ll_rn(w[h] * BM_FIX);
+    }
+    for (int b = 0; b < size; ++b) {
+        const unsigned k = group[b];
+        const int t = bm_key_t(k), ky = bm_key_y(k), kx = bm_key_x(k);
+        const bool shared_sums = tile_sums && t == (int)a.center;
+        unsigned long long* num = (unsigned long long*)a.acc_at[t];
+        if (!shared_sums && !num) continue;
+#pragma unroll
+        for (int h = 0; h < BM_LANE_SAMPLES; ++h) {
+            const int p = lane + 32 * h;
+            const int y = ky + p / BM_B, x = kx + p % BM_B;
+            const float v = blk[b * BM_BS + bm_at(p)];
+            const unsigned long long wv = (unsigned long long)__float2ll_rn(w[h] * v * BM_FIX);
+            if (shared_sums) {
+                const int at = (y - tile.y0) * tile.w + x - tile.x0;
+                bm_shared_add(tile_sums + at, wv);
+                bm_shared_add(tile_sums + reach + at, ww[h]);
+            } else {
+                const long long at = (long long)c * plane + (long long)y * a.pitch + x;
+                atomicAdd(num + at, wv);
+                atomicAdd(num + BM_C * plane + at, ww[h]);
+            }
         }
-        unsigned long long* num = (unsigned long long*)a.acc_at[bm_key_t(k)];
-        if (!num) continue;
-        unsigned long long* den = num + BM_C * plane;
-        const long long at = (long long)c * plane + (long long)y * a.pitch + x;
-        atomicAdd(num + at, wv);
-        atomicAdd(den + at, ww);
     }
 }
 

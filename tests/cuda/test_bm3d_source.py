@@ -14,6 +14,7 @@ from avdenoise_vs._cuda._bm3d_source import (
     Bm3dSpec,
     bm3d_kernel_name,
     bm3d_source,
+    task_rows,
 )
 
 __all__: list[str] = []
@@ -97,3 +98,17 @@ def test_source_is_the_parts_in_order():
 def test_windows_past_the_key_limit_are_refused():
     with pytest.raises(ValueError, match="at most 63"):
         bm3d_source(Bm3dSpec(65, 1, False, False, "uint8", 4, 2, 4))
+
+
+@pytest.mark.parametrize(("side", "rows"), [(19, 4), (9, 3), (39, 3), (3, 1)])
+def test_matching_tasks_fit_the_window(side, rows):
+    """The window sides of BM3DCUDA's, the predictive search's and Denoise's default searches:
+    4 rows of 19 x 5 tasks fill three rounds of 32 lanes, 3 rows of 9 one round exactly."""
+    assert task_rows(side) == rows
+
+
+def test_matching_task_rows_are_defined_per_window():
+    source = bm3d_source(Bm3dSpec(3, 1, False, False, "float32", 9, 2, 4))
+    assert "#define BM_ROWS_FULL 4\n" in source
+    assert "#define BM_ROWS_PS 3\n" in source
+    assert all(1 <= task_rows(side) <= 4 for side in range(1, 80, 2))
