@@ -50,9 +50,15 @@ class BuildBridge(build_ext):
 
 bridge = Extension(
     "avdenoise_vs._native.libavdenoise",
-    # bridge.c hands frames to Python; host_step.c does the native part of a frame.
-    sources=["avdenoise_vs/_native/bridge.c", "avdenoise_vs/_native/host_step.c"],
-    depends=["avdenoise_vs/_native/host_step.h"],  # shipped in the sdist, rebuilds on change
+    # bridge.c hands frames to Python; host_step.c does the native part of a frame; values.c
+    # converts arguments and frame properties.
+    sources=[
+        "avdenoise_vs/_native/bridge.c",
+        "avdenoise_vs/_native/host_step.c",
+        "avdenoise_vs/_native/values.c",
+    ],
+    # shipped in the sdist, rebuilds on change
+    depends=["avdenoise_vs/_native/host_step.h", "avdenoise_vs/_native/values.h"],
     include_dirs=[vapoursynth_include()],
     # Hidden by default: the library exports VapourSynth's entry point alone (VS_EXTERNAL_API),
     # so the functions the two files share cannot be interposed by another library's.

@@ -14,6 +14,9 @@ can end the whole encode:
 - ``device='cuda'`` / ``'cuda:N'``, or ``'auto'`` when no later accelerator can run, keeps
   the GPU backend, with a warning: its passes compile their kernels on first use, so its
   first frame compiles them again, and a second failure is that frame's error.
+
+Filters defer the warm-up (``select_backend(..., defer=True)``, ``_pending.py``): the choice
+is the same, made on a thread of its own and waited for by the filter's first frame.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ._environment import debug_switch
 from ._errors import BackendUnavailable
-from ._log import vs_warning
+from ._log import script_core, vs_warning
 from ._options import FrameLayout
 from ._settings import PassSettings
 
@@ -48,49 +52,101 @@ def select_backend(
     accelerators: Sequence[str],
     passes: tuple[PassSettings, ...],
     layout: FrameLayout,
+    *,
+    defer: bool = False,
 ):
     """Build and warm up the backend for a call.
+
+    With `defer` (unless ``AVDENOISE_DEBUG`` has ``warm_up=constructor``), a GPU backend's
+    warm-up (its CUDA context and kernels) runs on a thread of its own and a
+    :class:`~avdenoise_vs._pending.PendingBackend` comes back at once: the script goes on and
+    VapourSynth starts making the source's first frames while the GPU gets ready, and the
+    first frame to reach the filter waits for the rest of the choice (its fallbacks and
+    warnings included).
 
     Raises
     ------
     ValueError
         When the requested device cannot run (``device='cuda'`` without a usable GPU), or
         when no accelerator of ``accelerators`` can. A failed warm-up is never an error.
+        A deferred choice raises it from its first frame instead when the only cause is a
+        CUDA context that cannot be made.
     """
-    if device == "auto":
-        candidates = [(name, None) for name in accelerators]
-    else:
-        name, _, index = device.partition(":")
-        candidates = [(name, int(index) if index else None)]
-    reasons = []
-    cold = None  # (name, cause, backend) of the first backend whose warm-up failed
-    for name, index in candidates:
-        try:
-            backend = _build(name, index, passes, layout)
-            cause = _warm_up(backend)  # the device's context may be what is unavailable
-        except BackendUnavailable as error:
-            logger.debug("avdenoise: backend %s unavailable: %s", name, error)
-            reasons.append(f"{name}: {error}")
-            continue
-        if cause is None:
-            if cold is not None:
-                _warn(function, *cold[:2], f"device='auto' runs on {name} instead")
-            elif reasons and name == "cpu":
-                _tell_fallback(function, reasons)
-            logger.debug("avdenoise.%s: running on %s", function, name)
-            return _chosen(name, backend)
-        if device != "auto":
-            _warn(function, name, cause, f"device={device!r} stays on it; {_RETRY}")
-            return _chosen(name, backend)
-        cold = cold or (name, cause, backend)
-    if cold is not None:
-        _warn(
-            function,
-            *cold[:2],
-            f"no other of accelerators can run, so device='auto' stays on it; {_RETRY}",
-        )
-        return _chosen(cold[0], cold[2])
-    raise ValueError(_cannot_run(function, device, accelerators, reasons))
+    search = _Search(function, device, accelerators, passes, layout)
+    backend = search.next_built()
+    if defer and hasattr(backend, "kernel_specs") and debug_switch("warm_up") == "background":
+        from ._pending import PendingBackend
+
+        return PendingBackend(function, lambda: search.settle(backend))
+    return search.settle(backend)
+
+
+class _Search:
+    """The candidates of one call, tried in order: built, then warmed up (see the module
+    notes for what a failure at either step leads to)."""
+
+    def __init__(self, function, device, accelerators, passes, layout) -> None:
+        self.function, self.device = function, device
+        self.passes, self.layout = passes, layout
+        if device == "auto":
+            candidates = [(name, None) for name in accelerators]
+        else:
+            name, _, index = device.partition(":")
+            candidates = [(name, int(index) if index else None)]
+        self.accelerators = accelerators
+        self._candidates = iter(candidates)
+        self._name = ""
+        self.reasons: list[str] = []
+        self._cold = None  # (name, cause, backend) of the first backend whose warm-up failed
+        self._threads = _core_threads()  # read here: a deferred warm-up runs off the core's thread
+
+    def next_built(self):
+        """The next candidate that builds, or None when none is left."""
+        for name, index in self._candidates:
+            try:
+                backend = _build(name, index, self.passes, self.layout)
+            except BackendUnavailable as error:
+                self._unavailable(name, error)
+                continue
+            self._name = name
+            return backend
+        return None
+
+    def settle(self, backend):
+        """Warm `backend` (of :meth:`next_built`) up and go on down the candidates until one
+        runs; the backend chosen."""
+        while backend is not None:
+            name = self._name
+            try:
+                cause = _warm_up(backend, self._threads)  # the context may be what is missing
+            except BackendUnavailable as error:
+                self._unavailable(name, error)
+                backend = self.next_built()
+                continue
+            if cause is None:
+                if self._cold is not None:
+                    _warn(self.function, *self._cold[:2], f"device='auto' runs on {name} instead")
+                elif self.reasons and name == "cpu":
+                    _tell_fallback(self.function, self.reasons)
+                logger.debug("avdenoise.%s: running on %s", self.function, name)
+                return _chosen(name, backend)
+            if self.device != "auto":
+                _warn(self.function, name, cause, f"device={self.device!r} stays on it; {_RETRY}")
+                return _chosen(name, backend)
+            self._cold = self._cold or (name, cause, backend)
+            backend = self.next_built()
+        if self._cold is not None:
+            _warn(
+                self.function,
+                *self._cold[:2],
+                f"no other of accelerators can run, so device='auto' stays on it; {_RETRY}",
+            )
+            return _chosen(self._cold[0], self._cold[2])
+        raise ValueError(_cannot_run(self.function, self.device, self.accelerators, self.reasons))
+
+    def _unavailable(self, name: str, error: BackendUnavailable) -> None:
+        logger.debug("avdenoise: backend %s unavailable: %s", name, error)
+        self.reasons.append(f"{name}: {error}")
 
 
 def _chosen(name: str, backend):
@@ -159,7 +215,7 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout):
     return backend
 
 
-def _warm_up(backend) -> str | None:
+def _warm_up(backend, threads: int) -> str | None:
     """Compile every kernel of a GPU backend now, one process at a time (the warm-up queue).
 
     Running the whole per-frame pipeline once on a synthetic frame also compiles CuPy's own
@@ -184,7 +240,7 @@ def _warm_up(backend) -> str | None:
     key = warmup.kernel_key(backend.kernel_specs(), device=backend.device_id)
     outcome = warmup.warm_up(key, backend.warm_up, ahead=backend.compile_ahead)
     if outcome.ok:
-        _prepare_threads(backend)
+        _prepare_threads(backend, threads)
         warmup.record_phase("warm")
         return None
     error = outcome.error
@@ -195,15 +251,16 @@ def _warm_up(backend) -> str | None:
     return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 3] + "..."
 
 
-def _prepare_threads(backend) -> None:
-    """Give a warm GPU backend the states of the core's threads; a failure (out of
-    page-locked memory) only leaves them to each thread's first frame."""
-    try:
-        import vapoursynth
+def _core_threads() -> int:
+    """Threads of this thread's VapourSynth core; 1 without a core (a backend made outside a
+    script)."""
+    core = script_core()
+    return core.num_threads if core is not None else 1
 
-        threads = vapoursynth.core.num_threads
-    except Exception:  # no core here (a backend made outside a script): one thread's state
-        threads = 1
+
+def _prepare_threads(backend, threads: int) -> None:
+    """Give a warm GPU backend the states of the core's `threads`; a failure (out of
+    page-locked memory) only leaves them to each thread's first frame."""
     try:
         backend.prepare_threads(min(threads, _MAX_PREPARED_THREADS))
     except Exception as error:  # nothing the threads need is lost: they make their own

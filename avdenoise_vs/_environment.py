@@ -211,6 +211,16 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "int64 per channel (most of V-BM3D's memory); fewer may filter a frame twice.",
     ),
     DebugKey(
+        "warm_up",
+        "`background` / `constructor`",
+        "background",
+        "Where a CUDA filter's warm-up (its context, and its kernels under the warm-up queue) "
+        "runs: on a thread of its own while the script goes on and VapourSynth starts the "
+        "source's first frames, which the filter's first frame then waits for, or in the "
+        "filter's constructor.",
+        choices=("background", "constructor"),
+    ),
+    DebugKey(
         "bm3d_sums",
         "`shared` / `global`",
         "shared",

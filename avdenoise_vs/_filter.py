@@ -13,6 +13,7 @@ from ._options import FrameLayout
 from ._params import BM3D_PARAMS, DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
 from ._paramspec import Param, parse_arguments
 from ._passes import plan_bm3d_passes, plan_passes, untouched_planes
+from ._pending import PendingBackend
 from ._settings import Algorithm, PassSettings
 
 __all__ = [
@@ -41,18 +42,39 @@ class FilterPlan:
 
     ``process`` is the backend's own bound method (``bridge_process`` where the backend has
     one: it leaves the GIL-free part of a frame to the bridge), so a frame costs one Python
-    call. ``props`` are set on every output frame.
+    call. ``props`` are set on every output frame. A backend still being chosen
+    (:class:`~avdenoise_vs._pending.PendingBackend`) is waited for by the first frames, which
+    then put the backend chosen in its place, ``props`` included: the bridge reads them once
+    the first frame's ``process`` has returned.
     """
 
-    __slots__ = ("inputs", "radius", "copy_planes", "backend", "process", "props")
+    __slots__ = ("inputs", "radius", "copy_planes", "backend", "process", "props", "_pending")
 
     def __init__(self, inputs: tuple[str, ...], radius: int, copy_planes, backend) -> None:
         self.inputs = inputs
         self.radius = radius
         self.copy_planes = copy_planes
+        self._pending = backend if isinstance(backend, PendingBackend) else None
+        if self._pending is None:
+            self._use(backend)
+        else:
+            self.backend, self.process, self.props = backend, self._process_when_chosen, {}
+
+    def close(self) -> None:
+        """The bridge's last call: a warm-up still running is waited for (see ``_pending``)."""
+        if self._pending is not None:
+            self._pending.close()
+
+    def _use(self, backend) -> None:
         self.backend = backend
         self.process = getattr(backend, "bridge_process", backend.process)
         self.props = {BACKEND_PROPERTY: backend_name(backend)}
+
+    def _process_when_chosen(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple):
+        """A frame that may be among the first: wait for the backend, then run on it (the
+        threads that get here at once all put the same backend in place)."""
+        self._use(self._pending.resolved())
+        return self.process(n, frame_numbers, windows, dst)
 
 
 def backend_name(backend) -> str:
@@ -178,7 +200,10 @@ def _build_plan(
         backend = select_backend(function, "cpu", ["cpu"], passes, layout)
         return FilterPlan(("clip",), 0, tuple(range(layout.num_planes)), backend)
     try:
-        backend = select_backend(function, values["device"], values["accelerators"], passes, layout)
+        backend = select_backend(
+            function, values["device"], values["accelerators"], passes, layout,
+            defer=True,
+        )  # fmt: skip
     except ValueError as error:
         if device_id is None:
             raise

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 
-__all__ = ["thread_debug", "vs_warning"]
+__all__ = [
+    "OWN_THREAD_PREFIX",
+    "logging_to",
+    "script_core",
+    "shield_vs_logging_bridge",
+    "thread_debug",
+    "vs_warning",
+]
+
+#: Name prefix of the package's own threads (``_pending``'s warm-ups).
+OWN_THREAD_PREFIX = "avdenoise."
+
+#: The core that :func:`vs_warning` logs to on a thread other than the script's.
+_bound = threading.local()
 
 
 def thread_debug(logger: logging.Logger, message: str, *args) -> None:
@@ -35,6 +50,52 @@ def vs_warning(logger: logging.Logger, message: str) -> None:
     # start a core in processes that use the package without VapourSynth.
     vapoursynth = sys.modules.get("vapoursynth")
     try:
-        vapoursynth.core.log_message(vapoursynth.MESSAGE_TYPE_WARNING, message)  # type: ignore[union-attr]
+        core = getattr(_bound, "core", None) or vapoursynth.core  # type: ignore[union-attr]
+        core.log_message(vapoursynth.MESSAGE_TYPE_WARNING, message)  # type: ignore[union-attr]
     except Exception:  # absent, or no core in this thread
         logger.warning(message)
+
+
+def script_core():
+    """The VapourSynth core of the calling thread's script (a ``vapoursynth.Core``), or None
+    where VapourSynth is not loaded or this thread has no core."""
+    vapoursynth = sys.modules.get("vapoursynth")
+    try:
+        return vapoursynth.core.core  # type: ignore[union-attr]
+    except Exception:
+        return None
+
+
+@contextlib.contextmanager
+def logging_to(core):
+    """Within the block, :func:`vs_warning` on this thread logs to `core` (of
+    :func:`script_core`; None: the thread's own): under vspipe a thread that the script did
+    not start has no core of its own."""
+    previous = getattr(_bound, "core", None)
+    _bound.core = core
+    try:
+        yield
+    finally:
+        _bound.core = previous
+
+
+class _OwnThreads(logging.Filter):
+    """Lets through only the records of threads that are not the package's own."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.threadName.startswith(OWN_THREAD_PREFIX)
+
+
+def shield_vs_logging_bridge() -> None:
+    """Keep the records of the package's own threads from VapourSynth's logging bridge.
+
+    Under vspipe (R79) the bridge, a handler of the root logger while the script runs, raises
+    on a record from a thread the script did not start (see :func:`thread_debug`), which would
+    fail every frame of a warm-up run on a thread of its own. Other handlers still get them.
+    Call it on the script's thread, before starting such a thread.
+    """
+    for handler in logging.getLogger().handlers:
+        if "VSScriptLoggingBridge" in type(handler).__name__ and not any(
+            isinstance(f, _OwnThreads) for f in handler.filters
+        ):
+            handler.addFilter(_OwnThreads())

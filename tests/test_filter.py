@@ -37,8 +37,35 @@ def test_the_bridge_sets_ints_floats_and_strings(core, monkeypatch, value):
     assert core.avdenoise.Denoise(clip, device="cpu").get_frame(1).props[BACKEND_PROPERTY] == value
 
 
-def test_the_bridge_rejects_other_values(core, monkeypatch):
+def test_the_bridge_rejects_other_values_on_the_first_frame(core, monkeypatch):
     monkeypatch.setattr(_filter, "backend_name", lambda backend: [1, 2])
     clip = core.std.BlankClip(width=32, height=24, format=vs.GRAY8, length=2)
+    out = core.avdenoise.Denoise(clip, device="cpu")
     with pytest.raises(vs.Error, match=r"plan\.props must map strings to ints, floats or strings"):
-        core.avdenoise.Denoise(clip, device="cpu")
+        out.get_frame(0)
+
+
+def test_the_bridge_reads_props_after_the_first_frame(core, monkeypatch):
+    """A plan may settle its properties in its first frame's process (a deferred warm-up)."""
+    named = iter(["first", "later"])
+    monkeypatch.setattr(_filter, "backend_name", lambda backend: next(named))
+    original = _filter.FilterPlan._use
+    plans = []
+
+    def use(plan, backend):
+        original(plan, backend)
+        if not plans:  # the constructor's call: the first frame renames the backend
+            plans.append(plan)
+            process = plan.process
+
+            def first(*args):
+                original(plan, backend)
+                plan.process = process
+                return process(*args)
+
+            plan.process = first
+
+    monkeypatch.setattr(_filter.FilterPlan, "_use", use)
+    clip = core.std.BlankClip(width=32, height=24, format=vs.GRAY8, length=3)
+    out = core.avdenoise.Denoise(clip, device="cpu")
+    assert {out.get_frame(n).props[BACKEND_PROPERTY] for n in range(3)} == {"later"}

@@ -1,9 +1,10 @@
 """``python -m avdenoise_vs prewarm``: compile a script's CUDA kernels once, before an encode.
 
-Every avdenoise filter compiles its kernels when it is created, under the warm-up queue, and
-the queue stamps the cache when it is done. Run once before Av1an starts its workers, this
-makes every worker find the stamp and load the cached kernels instead of queueing. Nothing is
-rendered: creating the filters is all it takes.
+Every avdenoise filter compiles its kernels once it is created (on a thread of its own, under
+the warm-up queue), and the queue stamps the cache when it is done. Run once before Av1an
+starts its workers, this makes every worker find the stamp and load the cached kernels instead
+of queueing. Nothing is rendered: creating the filters and waiting for their warm-ups is all it
+takes.
 
 The script is evaluated as vspipe evaluates it, in this process: ``__name__`` is
 ``"__vapoursynth__"``, ``__file__`` the script's absolute path, each ``-a key=value`` a global
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from avdenoise_vs._cli._prewarm_report import read_outcomes, summary_lines
+from avdenoise_vs._pending import settle_all
 
 __all__ = ["add_parser", "denoise_on_blank_clip", "prewarm", "run", "run_script"]
 
@@ -217,6 +219,7 @@ def prewarm(build: Callable[[], int]) -> dict[str, Any]:
         except Exception as exc:  # the script's error is the report's
             error = _script_error(exc)
         finally:
+            settle_all()  # the filters' warm-ups run on threads of their own
             vs.core.remove_log_handler(handle)
             vs.clear_outputs()  # nothing is rendered; leave the process as it was
             if previous is None:

@@ -11,11 +11,14 @@
  *   plan.radius: int               temporal radius of the window
  *   plan.copy_planes: tuple[int]   planes passed through from the centre frame, by reference
  *   plan.props: dict[str, int | float | str]  constant properties set on every output frame,
- *                                  over those copied from the centre frame
+ *                                  over those copied from the centre frame; read once, after
+ *                                  the first frame's plan.process has returned
  *   plan.process(n, frame_numbers, windows, dst) -> None or a host step (host_step.h)
  *       windows[i][t][plane] = (address, stride, memoryview) of input i, window position t,
  *       or windows[i][t] = None where the host step already copied that frame;
  *       dst[plane] likewise, writable, or None for a copied plane.
+ *   plan.close() -> None           (optional) called when the filter is freed, before the plan
+ *                                  is released: what the plan still runs in the background ends
  *
  * The GIL is held only around calls into Python. Python symbols come from the host process
  * (vspipe's libpython or the python executable), which is why nothing here links libpython.
@@ -28,6 +31,7 @@
 
 #include "VapourSynth4.h"
 #include "host_step.h"
+#include "values.h"
 
 #define BRIDGE_MODULE "avdenoise_vs._bridge"
 #define MAX_WINDOW 65
@@ -41,7 +45,8 @@ typedef struct {
     int num_inputs;
     int radius;
     int copy_plane[3];
-    VSMap *props; /* plan.props, or NULL when it is empty */
+    VSMap *props;   /* plan.props, or NULL when it is empty */
+    int props_read; /* plan.props has been read into `props` (under the GIL) */
     VSVideoInfo vi;
 } FilterData;
 
@@ -68,56 +73,6 @@ static PyObject *call_bridge(const char *function, PyObject *args) {
     PyObject *result = PyObject_CallObject(callable, args);
     Py_DECREF(callable);
     return result;
-}
-
-static PyObject *video_info_dict(const VSVideoInfo *vi) {
-    return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:L,s:L}",
-        "width", vi->width, "height", vi->height, "num_frames", vi->numFrames,
-        "color_family", vi->format.colorFamily, "sample_type", vi->format.sampleType,
-        "bits", vi->format.bitsPerSample, "subsampling_w", vi->format.subSamplingW,
-        "subsampling_h", vi->format.subSamplingH, "num_planes", vi->format.numPlanes,
-        "fps_num", (long long)vi->fpsNum, "fps_den", (long long)vi->fpsDen);
-}
-
-/* One argument as a list of Python values; clips become dicts of their video info. Values of
- * other types (frames, functions, audio) can only reach an argument the signature does not
- * declare (its trailing `any`): they arrive as None, and Python reports the argument's name. */
-static PyObject *argument_values(const VSMap *in, const char *key, const VSAPI *vsapi) {
-    int count = vsapi->mapNumElements(in, key);
-    int type = vsapi->mapGetType(in, key);
-    PyObject *list = PyList_New(0);
-    for (int i = 0; list && i < count; i++) {
-        PyObject *item = NULL;
-        if (type == ptInt) {
-            item = PyLong_FromLongLong(vsapi->mapGetInt(in, key, i, NULL));
-        } else if (type == ptFloat) {
-            item = PyFloat_FromDouble(vsapi->mapGetFloat(in, key, i, NULL));
-        } else if (type == ptData) {
-            item = PyUnicode_DecodeUTF8(vsapi->mapGetData(in, key, i, NULL),
-                                        vsapi->mapGetDataSize(in, key, i, NULL), "replace");
-        } else if (type == ptVideoNode) {
-            VSNode *node = vsapi->mapGetNode(in, key, i, NULL);
-            item = video_info_dict(vsapi->getVideoInfo(node));
-            vsapi->freeNode(node);
-        } else {
-            item = Py_BuildValue("");
-        }
-        if (!item || PyList_Append(list, item) < 0) Py_CLEAR(list);
-        Py_XDECREF(item);
-    }
-    return list;
-}
-
-static PyObject *arguments_dict(const VSMap *in, const VSAPI *vsapi) {
-    PyObject *args = PyDict_New();
-    int keys = vsapi->mapNumKeys(in);
-    for (int k = 0; args && k < keys; k++) {
-        const char *key = vsapi->mapGetKey(in, k);
-        PyObject *values = argument_values(in, key, vsapi);
-        if (!values || PyDict_SetItemString(args, key, values) < 0) Py_CLEAR(args);
-        Py_XDECREF(values);
-    }
-    return args;
 }
 
 static int clamp_frame(int n, int num_frames) {
@@ -173,6 +128,17 @@ static PyGILState_STATE take_gil(void) {
     return PyGILState_Ensure();
 }
 
+/* Reads plan.props into d->props once, after a frame's plan.process succeeded (the GIL held,
+ * which orders it before every later frame's use); 0, or -1 with a Python error. */
+static int read_props_once(FilterData *d, const VSAPI *vsapi) {
+    if (d->props_read) return 0;
+    PyObject *props = PyObject_GetAttrString(d->plan, "props");
+    int status = props ? props_to_map(props, &d->props, vsapi) : -1;
+    Py_XDECREF(props);
+    if (status == 0) d->props_read = 1;
+    return status;
+}
+
 /* Calls plan.process; returns 0 on success (with `step` to run), else fills `error`. */
 static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW],
                        const int *staged, VSFrame *dst, HostStep *step, char *error,
@@ -202,6 +168,7 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
     if (result)
         status = host_step_read(result, d->id, d->num_inputs, d->vi.format.numPlanes,
                                 d->copy_plane, step);
+    if (status == 0) status = read_props_once(d, vsapi);
     if (status != 0) format_python_error(error, error_size, "");
     Py_XDECREF(result);
     Py_XDECREF(dst_planes);
@@ -240,7 +207,6 @@ static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, 
         if (d->copy_plane[p]) plane_src[p] = centre;
     VSFrame *dst = vsapi->newVideoFrame2(&d->vi.format, d->vi.width, d->vi.height, plane_src,
                                          planes, centre, core);
-    if (d->props) vsapi->copyMap(d->props, vsapi->getFramePropertiesRW(dst));
 
     char error[1024];
     int staged[MAX_INPUTS] = {0};
@@ -250,6 +216,7 @@ static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, 
     host_step_stage(d->id, centres, staged, vsapi);
     int status = run_process(d, n, frames, staged, dst, &step, error, sizeof error, vsapi);
     if (status == 0) status = host_step_run(&step, dst, error, sizeof error, vsapi);
+    if (status == 0 && d->props) vsapi->copyMap(d->props, vsapi->getFramePropertiesRW(dst));
     for (int i = 0; i < d->num_inputs; i++)
         for (int t = 0; t < window; t++) vsapi->freeFrame(frames[i][t]);
     if (status != 0) {
@@ -268,38 +235,15 @@ static void VS_CC filter_free(void *instance, VSCore *core, const VSAPI *vsapi) 
     /* A core torn down after the interpreter has finalised must not touch Python. */
     if (d->plan && Py_IsInitialized()) {
         PyGILState_STATE gil = PyGILState_Ensure();
+        if (PyObject_HasAttrString(d->plan, "close")) {
+            PyObject *closed = PyObject_CallMethod(d->plan, "close", NULL);
+            if (!closed) PyErr_Clear(); /* nothing to report it to: the filter is going */
+            Py_XDECREF(closed);
+        }
         Py_DECREF(d->plan);
         PyGILState_Release(gil);
     }
     free(d);
-}
-
-/* Reads plan.props (a dict of ints, floats and strings) into d->props; 0, or -1 with an error. */
-static int read_props(FilterData *d, PyObject *props, const VSAPI *vsapi) {
-    Py_ssize_t position = 0;
-    PyObject *key, *value;
-    if (!PyDict_Check(props)) {
-        PyErr_SetString(PyExc_TypeError, "bridge: plan.props must be a dict");
-        return -1;
-    }
-    while (PyDict_Next(props, &position, &key, &value)) {
-        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8AndSize(key, NULL) : NULL;
-        if (!d->props) d->props = vsapi->createMap();
-        if (name && PyLong_Check(value)) {
-            long long number = PyLong_AsLongLong(value);
-            if (!PyErr_Occurred()) vsapi->mapSetInt(d->props, name, number, maReplace);
-        } else if (name && PyFloat_Check(value)) {
-            vsapi->mapSetFloat(d->props, name, PyFloat_AsDouble(value), maReplace);
-        } else if (name && PyUnicode_Check(value)) {
-            Py_ssize_t size = 0;
-            const char *text = PyUnicode_AsUTF8AndSize(value, &size);
-            if (text) vsapi->mapSetData(d->props, name, text, (int)size, dtUtf8, maReplace);
-        } else if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "bridge: plan.props must map strings to ints, floats or strings");
-        }
-        if (PyErr_Occurred()) return -1;
-    }
-    return 0;
 }
 
 /* Reads the plan's attributes into `d`; returns 0 on success with a Python error set otherwise. */
@@ -333,9 +277,6 @@ static int read_plan(FilterData *d, const VSMap *in, const VSAPI *vsapi) {
         Py_XDECREF(item);
     }
     if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bridge: bad copy_planes");
-    PyObject *props = ok ? PyObject_GetAttrString(d->plan, "props") : NULL;
-    ok = ok && props && read_props(d, props, vsapi) == 0;
-    Py_XDECREF(props);
     Py_XDECREF(inputs);
     Py_XDECREF(radius);
     Py_XDECREF(copies);
