@@ -1,10 +1,13 @@
-"""Shared fixture: a VapourSynth core with the bridge loaded."""
+"""Shared fixtures: a VapourSynth core with the bridge loaded, a cold cache directory, and the
+fake CUDA backend's (``fake_cuda_backend.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from .fake_cuda_backend import fake_cuda, vs_log  # noqa: F401  (fixtures for every test)
 
 
 @pytest.fixture(scope="session")

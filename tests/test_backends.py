@@ -1,8 +1,6 @@
 """Backend choice when a GPU backend's warm-up fails: the filter is always created.
 
-A fake CUDA backend stands in for ``CudaBackend``: its "compile" fails a set number of times,
-then works, and its frames are the NumPy backend's, so that what the script gets can be
-compared with ``device='cpu'``. CPU only.
+A fake CUDA backend (``fake_cuda_backend.py``) stands in for ``CudaBackend``. CPU only.
 """
 
 from __future__ import annotations
@@ -11,101 +9,13 @@ import numpy as np
 import pytest
 
 from avdenoise_vs import _backends, warmup
-from avdenoise_vs._cuda import backend as cuda_backend
-from avdenoise_vs._errors import BackendUnavailable
-from avdenoise_vs._options import (
-    ColorFamily,
-    Distance,
-    FrameLayout,
-    SampleType,
-    WeightMode,
-)
 from avdenoise_vs._reference.backend import NumpyBackend
-from avdenoise_vs._settings import NlmSettings
+
+from .fake_cuda_backend import LAYOUT, PASSES, first_plane, random_clip
 
 vs = pytest.importorskip("vapoursynth")
 
-from .vsclips import clip_from_planes, random_planes  # noqa: E402  (needs VapourSynth)
-
 __all__: list[str] = []
-
-LAYOUT = FrameLayout(32, 24, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
-PASSES = (
-    NlmSettings(
-        planes=(0,), distance=Distance.LUMA, strength=1.2, radius=1, has_ref=False,
-        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0,
-    ),
-)  # fmt: skip
-
-
-class _FakeCuda:
-    """A CUDA backend whose kernels fail to compile `failures` times, then compile.
-
-    Like the real one, it compiles in `warm_up` and, when that failed, on its first frame.
-    """
-
-    name = "cuda"
-    failures = 0
-    unavailable: str | None = None
-    context_fails: str | None = None  # the warm-up, the first to need the context, raises
-    built: list[_FakeCuda] = []
-
-    def __init__(self, passes, layout, device_index=None) -> None:
-        if self.unavailable:
-            raise BackendUnavailable(self.unavailable)
-        self.passes, self.layout = passes, layout
-        self.device_id = device_index or 0
-        self.compiles = 0
-        self.compiled = False
-        self.ahead = 0
-        self._frames = NumpyBackend(passes, layout)
-        self.built.append(self)
-
-    def kernel_specs(self) -> tuple:
-        return tuple(("fake-spec", p.algorithm.value, p.radius) for p in self.passes)
-
-    def _compile(self) -> None:
-        self.compiles += 1
-        if self.compiles <= self.failures:
-            raise RuntimeError(f"fake NVRTC failure {self.compiles}\nthe compiler's log, line 2")
-        self.compiled = True
-
-    def compile_ahead(self) -> None:
-        self.ahead += 1
-
-    def warm_up(self) -> None:
-        if self.context_fails:
-            raise BackendUnavailable(self.context_fails)
-        self._compile()
-
-    def process(self, n, frame_numbers, windows, dst) -> None:
-        if not self.compiled:
-            self._compile()
-        self._frames.process(n, frame_numbers, windows, dst)
-
-
-@pytest.fixture
-def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> type[_FakeCuda]:
-    """Install a fresh subclass of `_FakeCuda` as the CUDA backend (tests set its class
-    attributes); the queue is off, so no file is touched."""
-    monkeypatch.setenv("AVDENOISE_WARMUP", "0")
-    fake = type("FakeCuda", (_FakeCuda,), {"built": []})
-    monkeypatch.setattr(cuda_backend, "CudaBackend", fake)
-    return fake
-
-
-@pytest.fixture
-def vs_log():
-    """Warnings (and worse) that reach VapourSynth's log while the test runs."""
-    messages: list[str] = []
-
-    def handler(kind: int, text: str) -> None:
-        if kind >= vs.MESSAGE_TYPE_WARNING:
-            messages.append(text)
-
-    handle = vs.core.add_log_handler(handler)
-    yield messages
-    vs.core.remove_log_handler(handle)
 
 
 def _select(device: str, accelerators=("cuda", "cpu")):
@@ -193,33 +103,23 @@ def test_unavailable_explicit_device_says_what_can_run(fake_cuda) -> None:
 # --- through VapourSynth: what a script sees --------------------------------------------------
 
 
-def _clip(core):
-    fmt = core.get_video_format(vs.GRAY8)
-    frames = [random_planes(fmt, 32, 24, seed) for seed in range(4)]
-    return clip_from_planes(core, fmt, frames)
-
-
-def _plane(frame) -> np.ndarray:
-    return np.asarray(frame[0]).copy()
-
-
 def test_script_with_a_failed_warm_up_gets_the_cpu_frames(core, fake_cuda, vs_log) -> None:
     fake_cuda.failures = 1
-    clip = _clip(core)
-    expected = _plane(core.avdenoise.Denoise(clip, device="cpu").get_frame(1))
+    clip = random_clip(core)
+    expected = first_plane(core.avdenoise.Denoise(clip, device="cpu").get_frame(1))
     auto = core.avdenoise.Denoise(clip)
-    np.testing.assert_array_equal(_plane(auto.get_frame(1)), expected)
+    np.testing.assert_array_equal(first_plane(auto.get_frame(1)), expected)
     assert any("device='auto' runs on cpu instead" in m for m in vs_log)
 
 
 def test_script_with_explicit_cuda_retries_once_then_fails_the_frame(
     core, fake_cuda, vs_log
 ) -> None:
-    clip = _clip(core)
+    clip = random_clip(core)
     fake_cuda.failures = 1
     retried = core.avdenoise.Denoise(clip, device="cuda")  # created despite the failure
-    expected = _plane(core.avdenoise.Denoise(clip, device="cpu").get_frame(2))
-    np.testing.assert_array_equal(_plane(retried.get_frame(2)), expected)
+    expected = first_plane(core.avdenoise.Denoise(clip, device="cpu").get_frame(2))
+    np.testing.assert_array_equal(first_plane(retried.get_frame(2)), expected)
     assert fake_cuda.built[0].compiles == 2
     fake_cuda.failures = 2
     failing = core.avdenoise.Denoise(clip, device="cuda")
