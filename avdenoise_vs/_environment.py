@@ -169,8 +169,8 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "thread_states",
         "a positive integer",
         "the core's threads",
-        "Threads whose streams and page-locked buffers are made when the filter is created, "
-        "after its warm-up, rather than on each thread's first frame.",
+        "Threads whose streams and page-locked buffers are made by the filter's warm-up, "
+        "rather than on each thread's first frame.",
     ),
     DebugKey(
         "split_compile",
