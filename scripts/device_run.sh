@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: install, test, benchmarks, fleet. Run from the repo root:
 #   bash scripts/device_run.sh [tests] [bench] [bm3d] [quality] [fleet] [floor] [bm3dcache] [ab]
-#                              [benchfleet] [startab] [doctor]
+#                              [benchfleet] [headline] [startab] [doctor]
 # (default: the first five; floor measures a fleet's start-up without the filter, bm3dcache
 # V-BM3D's memory and speed against AVDENOISE_DEBUG's bm3d_cache, BM3D_CACHE_SIZES; ab the A/B
 # runs behind the targets still open: NLM transfers at Y d0, spatial BM3D workspaces, each
@@ -17,6 +17,11 @@
 # fleet), FLEET_BUDGET (s: no fleet starts after it, so that the call ends in time) and
 # FLEET_ARGS (more options, split on spaces: --cache warm, --threads 8). Writes
 # $OUT/fleet.json, $OUT/fleet.md and $OUT/benchfleet.log (progress); prints the table alone.
+# headline: every row of the headline table, each against the rivals its column names, in
+# FLEET_REPEAT (2) rounds of single fleets taken in turn (NLM rows; BM3D radius 0; V-BM3D and
+# the chain), so that a row's cells are the mean of its rounds (about 5 minutes a round on the
+# H200: FLEET_REPEAT=1 fits one call beside the set-up). Writes
+# $OUT/headline-<part>-<round>.json and .md.
 # quality: the GPU columns of docs/BM3D_QUALITY.md (ours, BM3DCUDA, vszipcu), merged into the
 # CPU report; copy $OUT/BM3D_QUALITY.md and .png into docs/ afterwards.
 # Expects .device/rivals (fetch_rivals.sh output plus our wheel: see docs/BENCHMARKS.md) and
@@ -86,6 +91,21 @@ if has ab; then
         echo "## rival"
         python3 scripts/bench_bm3d.py "${ab[@]}" --plugins bm3dcuda --cases "radius 0, luma"
     } 2>&1 | tee "$out/ab.log" | grep -E "^##|^\| (Y|radius)"
+fi
+if has headline; then
+    part() {  # part name, round, then bench_fleet's --cases and --plugins
+        local name=$1 round=$2; shift 2
+        python3 scripts/bench_fleet.py --workers "${FLEET_WORKERS:-16}" --chunk "${FLEET_CHUNK:-240}" \
+            --repeat 1 --timeout "${FLEET_TIMEOUT:-40}" "$@" \
+            --json "$out/headline-$name-$round.json" --markdown "$out/headline-$name-$round.md" \
+            2>> "$out/headline.log"
+        grep "^| [A-Za-z]" "$out/headline-$name-$round.md" | grep -v "^| case"
+    }
+    for round in $(seq "${FLEET_REPEAT:-2}"); do
+        part nlm "$round" --cases "NLM Y" --plugins avdenoise,source,vszipcu,knlm,nlm_cuda
+        part bm3d "$round" --cases "BM3D r0" --plugins avdenoise,source,vszipcu,bm3dcuda
+        part vbm3d "$round" --cases "V-BM3D" --plugins avdenoise,source,vszipcu_fused
+    done
 fi
 if has startab; then
     # Where a worker's start goes, ours under each of START_VARIANTS (space-separated; each
