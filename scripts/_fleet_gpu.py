@@ -8,11 +8,13 @@ the summary then falls back to the peak of all processes together divided by the
 Across several GPUs (``per_gpu``) each sample also carries the GPU's PCI bus id, and the summary
 adds each GPU's peak total and the workers seen on it.
 
-How busy the GPU is comes from one ``nvidia-smi --query-gpu=utilization.gpu -lms 100`` that
-runs as long as the fleet (:class:`BusySampler`): the share of each sample period in which a
-kernel ran, on every GPU. Its summary is the median of the samples above zero: a fleet's
-workers start with the GPU idle, so the median of the busy samples tells a fleet whose frames
-wait for the GPU (over 90 %) from one that waits for its CPU.
+How busy the GPU is comes from one ``nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw
+-lms 100`` that runs as long as the fleet (:class:`BusySampler`): the share of each sample
+period in which a kernel ran, on every GPU. Its summary is the median of the samples above
+zero: a fleet's workers start with the GPU idle, so the median of the busy samples tells a
+fleet whose frames wait for the GPU (over 90 %) from one that waits for its CPU. The SM clock
+and the board's power over the same busy samples tell a GPU that runs slower under a fleet's
+load (at its power limit) from one whose kernels take longer at full clock.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "BusySampler",
     "GpuSampler",
     "busy_summary",
+    "parse_busy_line",
     "gpu_name",
     "memory_summary",
     "mps_daemon",
@@ -47,7 +50,7 @@ QUERY_PER_GPU = [
 ]
 BUSY_QUERY = [
     "nvidia-smi",
-    "--query-gpu=utilization.gpu",
+    "--query-gpu=utilization.gpu,clocks.sm,power.draw",
     "--format=csv,noheader,nounits",
     "-lms",
     "100",
@@ -194,15 +197,43 @@ class GpuSampler:
         }
 
 
-def busy_summary(samples: Sequence[int], reason: str | None = None) -> dict[str, object]:
+def parse_busy_line(line: str) -> tuple[int, float | None, float | None] | None:
+    """``(busy %, SM MHz, watts)`` from one line of :data:`BUSY_QUERY`'s output, None for a
+    line without a busy share; a clock or power nvidia-smi does not report (``[N/A]``) is
+    None."""
+    parts = [part.strip() for part in line.split(",")]
+    if not parts[0].isdigit():
+        return None
+
+    def number(index: int) -> float | None:
+        try:
+            return float(parts[index])
+        except (IndexError, ValueError):
+            return None
+
+    return int(parts[0]), number(1), number(2)
+
+
+def busy_summary(
+    samples: Sequence[int],
+    reason: str | None = None,
+    clocks: Sequence[tuple[float | None, float | None]] = (),
+) -> dict[str, object]:
     """How busy the GPU was: ``busy_pct`` the median of the `samples` (percent) above zero,
     ``samples`` and ``busy_samples`` their counts; ``busy_pct`` None, with a ``reason``, when
-    no sample was above zero."""
+    no sample was above zero. `clocks`, when given, holds each sample's ``(SM MHz, watts)``:
+    ``sm_mhz`` and ``power_w`` are their medians over the busy samples."""
     busy = sorted(value for value in samples if value > 0)
     summary: dict[str, object] = {"samples": len(samples), "busy_samples": len(busy)}
-    if busy:
-        return summary | {"busy_pct": float(statistics.median(busy))}
-    return summary | {"busy_pct": None, "reason": reason or "no busy sample"}
+    if not busy:
+        return summary | {"busy_pct": None, "reason": reason or "no busy sample"}
+    summary["busy_pct"] = float(statistics.median(busy))
+    if clocks:
+        under_load = [pair for value, pair in zip(samples, clocks, strict=True) if value > 0]
+        for key, index in (("sm_mhz", 0), ("power_w", 1)):
+            values = [pair[index] for pair in under_load if pair[index] is not None]
+            summary[key] = float(statistics.median(values)) if values else None
+    return summary
 
 
 class BusySampler:
@@ -211,6 +242,7 @@ class BusySampler:
     def __init__(self, command: Sequence[str] | None = None) -> None:
         self._command = list(command or BUSY_QUERY)
         self.samples: list[int] = []
+        self.clocks: list[tuple[float | None, float | None]] = []  # (SM MHz, W) a sample
         self._process: subprocess.Popen | None = None
         self._thread: threading.Thread | None = None
         self.reason = None if shutil.which(self._command[0]) else f"{self._command[0]} not found"
@@ -243,12 +275,14 @@ class BusySampler:
 
     def _read(self) -> None:
         for line in self._process.stdout:  # type: ignore[union-attr]
-            if line.strip().isdigit():
-                self.samples.append(int(line))
+            sample = parse_busy_line(line)
+            if sample is not None:
+                self.clocks.append(sample[1:])
+                self.samples.append(sample[0])
 
     def summary(self) -> dict[str, object]:
         """:func:`busy_summary` of what was sampled."""
-        return busy_summary(self.samples, self.reason)
+        return busy_summary(self.samples, self.reason, self.clocks)
 
 
 def _pids_over_gpus(text: str) -> dict[int, int]:

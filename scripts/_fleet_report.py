@@ -29,6 +29,7 @@ NOT_RIVALS = (OURS_COLD, OURS_WARM, "source")
 #: What a cell's median is taken of (each None-safe).
 MEDIAN_KEYS = (
     "fps", "wall_s", "slowest_worker_s", "mean_first_frame_s", "gpu_mib", "gpu_busy_pct", "cpu_s",
+    "gpu_sm_mhz", "gpu_power_w",
 )  # fmt: skip
 REASON_CHARS = 200
 
@@ -69,7 +70,8 @@ def fleet_numbers(
 
     `memory` is :func:`_fleet_gpu.memory_summary`'s; its ``max_mib`` (the largest worker's
     peak) is the run's ``gpu_mib``. `busy` is :func:`_fleet_gpu.busy_summary`'s; its
-    ``busy_pct`` is the run's ``gpu_busy_pct``. ``error`` is set when the run does not count.
+    ``busy_pct``, ``sm_mhz`` and ``power_w`` are the run's ``gpu_busy_pct``, ``gpu_sm_mhz``
+    and ``gpu_power_w``. ``error`` is set when the run does not count.
     """
     frames = sum(r.frames_out or 0 for r in results)
     firsts = [r.first_frame_s for r in results if r.first_frame_s is not None]
@@ -87,6 +89,8 @@ def fleet_numbers(
         "gpu_mib": memory.get("max_mib"),
         "gpu": memory,
         "gpu_busy_pct": (busy or {}).get("busy_pct"),
+        "gpu_sm_mhz": (busy or {}).get("sm_mhz"),
+        "gpu_power_w": (busy or {}).get("power_w"),
         "gpu_busy": busy,
         "per_worker": [asdict(r) | {"compiled": r.compiled} for r in results],
     }

@@ -15,7 +15,8 @@ runs twice: on a cold kernel cache (an empty ``CUPY_CACHE_DIR`` in a temp folder
 holds the warm-up queue's stamps) and on the warm cache that run left. Every run also gives the
 slowest worker's wall, the mean time to the first frame and each worker's peak GPU memory
 (nvidia-smi, about every 100 ms; n/a without it) and how busy the GPU was (the median of the
-samples of ``utilization.gpu`` above zero: over 90 % when the frames wait for the GPU). A
+samples of ``utilization.gpu`` above zero: over 90 % when the frames wait for the GPU, with the
+SM clock and board power over those samples). A
 plugin that is missing, fails, or runs past ``--timeout`` gets n/a, with the reason in the JSON
 and under the table; a fleet that times out is killed, every worker's process group with it.
 
@@ -180,10 +181,12 @@ def _progress(label: str, column: str, run: dict[str, object]) -> None:
         mib = "-" if run["gpu_mib"] is None else f"{run['gpu_mib']:.0f}"
         busy = "-" if run.get("gpu_busy_pct") is None else f"{run['gpu_busy_pct']:.0f}"
         first = run["mean_first_frame_s"]
+        clock = "" if run.get("gpu_sm_mhz") is None else f" at {run['gpu_sm_mhz']:.0f} MHz"
+        watts = "" if run.get("gpu_power_w") is None else f", {run['gpu_power_w']:.0f} W"
         text = (
             f"{run['fps']:.0f} fps, wall {run['wall_s']:.2f} s, slowest {run['slowest_worker_s']:.2f}"
             f" s, first {'-' if first is None else f'{first:.2f}'} s, {mib} MiB/worker, "
-            f"GPU busy {busy} %, CPU {run['cpu_s']:.1f} s, {run['compiling']} compiling"
+            f"GPU busy {busy} %{clock}{watts}, CPU {run['cpu_s']:.1f} s, {run['compiling']} compiling"
         )
     print(f"{label} | {column}: {text}", file=sys.stderr, flush=True)
 

@@ -171,6 +171,7 @@ class CudaBackend:
             self._ahead.wait()
         self._open()
         self._prepare_passes()
+        record_phase("modules")  # every pass's kernels compiled or loaded
         layout = self.layout
         arrays = []  # keep every host array alive until the frame is done
 
@@ -192,6 +193,7 @@ class CudaBackend:
         try:
             step = self.bridge_process(0, frame_numbers, windows, dst, base=_WARM_BASE)
             self._finish_here(step, dst)
+            record_phase("warm-frame")
         finally:  # a failed warm-up leaves no synthetic frame behind either
             self._cache.forget(
                 [(_WARM_BASE + i, f) for i in range(self._num_inputs) for f in frame_numbers]

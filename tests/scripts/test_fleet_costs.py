@@ -34,6 +34,27 @@ def test_the_busy_sampler_reads_the_lines_its_command_prints() -> None:
     assert sampler.summary()["busy_pct"] == 90.0
 
 
+def test_the_busy_sampler_reads_clock_and_power_under_load() -> None:
+    # The query's three fields; the idle sample's clock is not in the medians, nor is an N/A.
+    script = (
+        "import time; print('0, 345, 80.5\\n90, 1500, 650.0\\n95, [N/A], 700.0\\n"
+        "97, 1700, [N/A]', flush=True); time.sleep(30)"
+    )
+    with _fleet_gpu.BusySampler([sys.executable, "-c", script]) as sampler:
+        for _ in range(200):
+            if len(sampler.samples) == 4:
+                break
+            time.sleep(0.02)
+    summary = sampler.summary()
+    assert sampler.samples == [0, 90, 95, 97]
+    assert summary["sm_mhz"] == 1600.0 and summary["power_w"] == 675.0
+
+
+def test_a_busy_line_without_a_share_is_skipped() -> None:
+    assert _fleet_gpu.parse_busy_line("[N/A], 1500, 600") is None
+    assert _fleet_gpu.parse_busy_line("42") == (42, None, None)
+
+
 def test_the_busy_sampler_says_why_without_nvidia_smi() -> None:
     with _fleet_gpu.BusySampler(["no-such-nvidia-smi"]) as sampler:
         pass
@@ -47,6 +68,7 @@ def test_a_run_carries_how_busy_the_gpu_was() -> None:
     busy = _fleet_gpu.busy_summary([90, 94])
     run = _fleet_report.fleet_numbers([result], 2.0, 10, {"max_mib": 1}, busy=busy)
     assert run["gpu_busy_pct"] == 92.0 and run["gpu_busy"] == busy
+    assert run["gpu_sm_mhz"] is None  # busy_summary without clocks
     assert _fleet_report.cell([run, run | {"gpu_busy_pct": 96.0}])["gpu_busy_pct"] == 94.0
 
 
