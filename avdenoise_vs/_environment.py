@@ -128,7 +128,8 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "`auto` / `direct` / `staged` / `staged-upload` / `staged-download`",
         "auto",
         "How frames cross the bus: straight from and to VapourSynth's memory, or through "
-        "page-locked buffers (`auto`: staged from 3 MiB a frame, and for one-frame windows), "
+        "page-locked buffers (`auto`: staged from 3 MiB a frame, and for one-frame windows; "
+        "BM3D staged unless three other avdenoise processes render on the host), "
         "or staged one way only.",
         choices=("auto", "direct", "staged", "staged-upload", "staged-download"),
     ),

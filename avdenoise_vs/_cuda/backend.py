@@ -46,7 +46,7 @@ from .._errors import BackendUnavailable
 from .._options import FrameLayout
 from .._settings import PassSettings
 from .._warmup_report import record_phase
-from . import _transfer
+from . import _crowd, _transfer
 from ._buffers import SlotLayout, ThreadState
 from ._cache import FrameCache, wait_for
 from ._calls import cuda_calls, set_sync_mode
@@ -76,7 +76,8 @@ class CudaBackend:
     transfer : {"auto", "staged", "direct", "staged-upload", "staged-download"}
         How frames cross the bus: through per-thread page-locked buffers, straight from and
         to the frames' pageable memory, or staged in one direction only (for benchmarks).
-        "auto" stages frames of 3 MiB or more, and those of one-frame windows (see
+        "auto" stages frames of 3 MiB or more, and those of one-frame windows; BM3D's only
+        in a process without three other avdenoise processes beside it (see
         ``_transfer/``), unless ``AVDENOISE_DEBUG``'s ``transfer`` key names another.
 
     Raises
@@ -145,12 +146,9 @@ class CudaBackend:
             cupy, self._runtime, self._calls, self._cache, self._gate, slots, self._window,
             self._num_inputs, sleep=gated and sync == "auto",
         )  # fmt: skip
-        self.transfer, self.uploader, self.downloader = _transfer.choose(transfer, context)
-        # Each frame's steps, bound once (see the module notes).
-        self._upload = self.uploader.upload
-        self._download = self.downloader.download
-        self._abort = self.downloader.abort
-        self._release_pending = self.downloader.release_pending
+        self._transfer_asked, self._transfer_context = transfer, context
+        _crowd.announce()  # before the warm-up, where the fleet's others count (_crowd.py)
+        self._bind_transfer()
 
     # -- the bridge's frame protocol ------------------------------------------------------
 
@@ -170,6 +168,10 @@ class CudaBackend:
         if self._ahead is not None:
             self._ahead.wait()
         self._open()
+        # With the context up, a fleet's other workers have announced themselves; no thread
+        # has a strategy's buffers yet.
+        if not (self._states or self._spare_states):
+            self._bind_transfer()
         self._prepare_passes()
         record_phase("modules")  # every pass's kernels compiled or loaded
         layout = self.layout
@@ -223,6 +225,17 @@ class CudaBackend:
         while len(self._spare_states) < wanted:
             self._spare_states.append(self._make_state())
         self._spares_made = len(self._spare_states)
+
+    def _bind_transfer(self) -> None:
+        """Choose the transfer strategies and bind each frame's steps to them, once, so that
+        a frame looks up nothing (see the module notes)."""
+        others = _crowd.others() if self._transfer_asked == "auto" else 0
+        chosen = _transfer.choose(self._transfer_asked, self._transfer_context, others)
+        self.transfer, self.uploader, self.downloader = chosen
+        self._upload = self.uploader.upload
+        self._download = self.downloader.download
+        self._abort = self.downloader.abort
+        self._release_pending = self.downloader.release_pending
 
     def kernel_specs(self) -> tuple:
         """The compile-time specs of the kernels this backend launches, without repeats.

@@ -15,6 +15,7 @@ import types
 import numpy as np
 
 from avdenoise_vs._cuda import _cache as cuda_cache
+from avdenoise_vs._cuda import _crowd as cuda_crowd
 from avdenoise_vs._cuda import backend as cuda_backend
 from avdenoise_vs._cuda import nlm as cuda_nlm
 from avdenoise_vs._cuda.nlm import args_dtype
@@ -176,6 +177,7 @@ def install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(cuda_cache, "WAIT_LIMIT_S", 5.0)  # a bug fails, not hangs
     monkeypatch.setattr(cuda_backend, "cuda_calls", lambda: calls)
+    monkeypatch.setattr(cuda_crowd, "_folder", lambda: None)  # alone; tests set others()
 
     def load(self) -> int:
         self._calls = calls

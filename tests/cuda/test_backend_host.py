@@ -18,6 +18,8 @@ import types
 import numpy as np
 import pytest
 
+from avdenoise_vs._cuda import _crowd as cuda_crowd
+from avdenoise_vs._cuda import _transfer
 from avdenoise_vs._cuda import backend as cuda_backend
 from avdenoise_vs._cuda import nlm as cuda_nlm
 from avdenoise_vs._options import (
@@ -125,14 +127,42 @@ def test_gated_passes_render_through_every_transfer(
 
 
 @pytest.mark.parametrize("radius", [0, 1])
-def test_auto_copies_gated_frames_directly(fake_cuda, monkeypatch, radius):
-    """ "auto" never stages a gated pass's frames, one-frame windows included (see
-    ``_transfer/__init__.py``), and an ungated pass with the same window still stages."""
+def test_auto_stages_gated_frames_alone_and_copies_them_directly_in_a_fleet(
+    fake_cuda, monkeypatch, radius
+):
+    """ "auto" stages a gated pass's frames in a process alone and copies them directly beside
+    ``CROWD`` other avdenoise processes (see ``_transfer/__init__.py``); an ungated pass with
+    the same window stages by frame size and window alone, fleet or not."""
     backend, _, _ = _backend("YUV420P16", "auto", radius=radius)
     ungated = backend.transfer
     monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 2, raising=False)
-    gated, _, _ = _backend("YUV420P16", "auto", radius=radius)
-    assert (ungated, gated.transfer) == ("staged" if radius == 0 else "direct", "direct")
+    alone, _, _ = _backend("YUV420P16", "auto", radius=radius)
+    monkeypatch.setattr(cuda_crowd, "others", lambda: _transfer.CROWD)
+    in_fleet, _, _ = _backend("YUV420P16", "auto", radius=radius)
+    monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", None)
+    ungated_in_fleet, _, _ = _backend("YUV420P16", "auto", radius=radius)
+    assert ungated == ungated_in_fleet.transfer == ("staged" if radius == 0 else "direct")
+    assert (alone.transfer, in_fleet.transfer) == ("staged", "direct")
+
+
+def test_warm_up_counts_the_fleet_again(fake_cuda, monkeypatch):
+    """A worker made before the rest of its fleet had announced itself chooses again in its
+    warm-up, before any thread has a strategy's buffers, and renders through the new choice;
+    once threads have states, the choice stays."""
+    monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 2, raising=False)
+    backend, layout, written = _backend("GRAY8", "auto", radius=0)
+    assert backend.transfer == "staged"
+    monkeypatch.setattr(cuda_crowd, "others", lambda: _transfer.CROWD + 5)
+    backend.warm_up()
+    assert backend.transfer == "direct"
+    frames = make_frames(layout)
+    for n in range(LENGTH):
+        np.testing.assert_array_equal(
+            process(backend, layout, frames, n, 0, written)[0], expected(frames, n, 0, 0)
+        )
+    monkeypatch.setattr(cuda_crowd, "others", lambda: 0)
+    backend.warm_up()
+    assert backend.transfer == "direct"
 
 
 def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):

@@ -1,4 +1,4 @@
-"""How frames cross the bus: an upload and a download strategy, chosen once per backend.
+"""How frames cross the bus: an upload and a download strategy, chosen for each backend.
 
 The upload puts each fresh window frame into its device slot (``direct.py``: one
 ``cudaMemcpy2DAsync`` per plane from VapourSynth's pageable frame; ``staged.py``: NumPy, or
@@ -19,13 +19,19 @@ frames of 3 MiB or more, and frames of one-frame windows. With the bridge's host
 Y d=0 under vspipe ran at 5141 and 4975 fps against 3500 and 3310 with Python's copies, in
 interleaved runs (docs/BENCHMARKS.md, "the bridge's host step").
 
-Gated passes (BM3D) copy directly, whatever their frame size. An Av1an fleet's 16 workers share
-the host's CPU and memory with their sources, and the driver stages pageable copies through a
-small buffer that stays in the CPU's caches, where a thread's page-locked buffers of whole
-frames (16 threads of 16 workers) go through memory: 16 workers x 240 frames of BM3D radius 0
-at 1080p ran 789-822 fps direct against 660-682 staged, with 57 CPU seconds against 70, and
-V-BM3D radius 1 in YUV444 351 and 388 against 274 and 282 (H200, docs/BENCHMARKS.md: "Transfers
-and wait modes in a fleet").
+Gated passes (BM3D) stage their frames in a process alone and copy directly in a fleet,
+whatever their frame size. Alone, the driver's serialised pageable copies hold them back: one
+vspipe process (H200, 16 threads, 1080p, 2026-12-03) ran BM3D radius 0 luma at 2376 and 2283
+fps staged against 814 and 570 direct, YUV444 604 and 645 against 204 and 177, V-BM3D radius
+1 YUV444 506 and 457 against 258 and 231. An Av1an fleet's 16 workers share the host's CPU
+and memory with their sources, and the driver stages pageable copies through a small buffer
+that stays in the CPU's caches, where a thread's page-locked buffers of whole frames (16
+threads of 16 workers) go through memory: 16 workers x 240 frames of BM3D radius 0 at 1080p
+ran 719 fps direct against 605 staged in the same call (789-822 against 660-682 in another,
+with 57 CPU seconds against 70), and V-BM3D radius 1 in YUV444 351 and 388 against 274 and
+282 (docs/BENCHMARKS.md: "Transfers and wait modes in a fleet"). A direct process moves about
+a third of a staged one's bytes (13.5 against 39 GB/s above), so from :data:`CROWD` other
+avdenoise processes on the host (``_crowd.py``) direct copies carry at least as much.
 """
 
 from __future__ import annotations
@@ -38,7 +44,16 @@ from .base import Context, Download, Upload
 from .direct import DirectDownload, DirectUpload
 from .staged import BridgeDownload, StagedDownload, StagedUpload
 
-__all__ = ["STAGE_MIN_BYTES", "TRANSFERS", "Context", "Download", "Upload", "choose", "setting"]
+__all__ = [
+    "CROWD",
+    "STAGE_MIN_BYTES",
+    "TRANSFERS",
+    "Context",
+    "Download",
+    "Upload",
+    "choose",
+    "setting",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +62,8 @@ TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
 #: "auto" stages frames (all planes a pass reads, in the slot's layout) of at least this many
 #: bytes, and the frames of one-frame windows, unless the passes are gated (module notes).
 STAGE_MIN_BYTES = 3 << 20
+#: Other avdenoise processes on the host from which "auto" copies gated frames directly.
+CROWD = 3
 
 
 def setting(transfer: str) -> str:
@@ -65,8 +82,9 @@ def setting(transfer: str) -> str:
     return transfer
 
 
-def choose(transfer: str, context: Context) -> tuple[str, Upload, Download]:
-    """The strategies of a backend: ``(transfer, upload, download)``, "auto" resolved.
+def choose(transfer: str, context: Context, others: int = 0) -> tuple[str, Upload, Download]:
+    """The strategies of a backend: ``(transfer, upload, download)``, "auto" resolved, for
+    gated passes by the `others` avdenoise processes rendering on the host.
 
     Staged downloads leave the wait and the copies out to the bridge unless
     ``AVDENOISE_DEBUG`` has ``host_copies=python`` or the driver's wait has no address for the
@@ -74,9 +92,7 @@ def choose(transfer: str, context: Context) -> tuple[str, Upload, Download]:
     buffer to the gate, so the bridge only copies them out.
     """
     if transfer == "auto":
-        large = context.slots.nbytes >= STAGE_MIN_BYTES
-        one_frame = context.window == 1
-        transfer = "staged" if context.gate is None and (large or one_frame) else "direct"
+        transfer = _auto(context, others)
     staged_up = transfer in ("staged", "staged-upload")
     upload = StagedUpload(context) if staged_up else DirectUpload(context)
     if transfer not in ("staged", "staged-download"):
@@ -95,3 +111,11 @@ def choose(transfer: str, context: Context) -> tuple[str, Upload, Download]:
         type(download).__name__,
     )  # fmt: skip
     return transfer, upload, download
+
+
+def _auto(context: Context, others: int) -> str:
+    """What "auto" means for `context` beside `others` processes (module notes)."""
+    if context.gate is not None:
+        return "direct" if others >= CROWD else "staged"
+    large = context.slots.nbytes >= STAGE_MIN_BYTES
+    return "staged" if large or context.window == 1 else "direct"
