@@ -24,7 +24,7 @@ import os
 import re
 from pathlib import Path
 
-from ._placement import pid_alive
+from ._placement import pid_alive, remove_file
 
 __all__ = ["FOLDER", "announce", "others", "start_time"]
 
@@ -61,7 +61,7 @@ def announce(folder: Path | None = None) -> None:
         logger.debug("avdenoise: cannot announce this process in %s: %s", folder, error)
         return
     _announced = (pid, path)
-    atexit.register(_remove, path)
+    atexit.register(remove_file, path)
 
 
 def others(folder: Path | None = None) -> int:
@@ -82,7 +82,7 @@ def others(folder: Path | None = None) -> int:
         if _live(int(match.group(1)), Path(entry.path)):
             count += 1
         else:
-            _remove(Path(entry.path))
+            remove_file(Path(entry.path))
     return count
 
 
@@ -108,11 +108,3 @@ def _live(pid: int, path: Path) -> bool:
         return True  # being written, or unreadable: the pid is alive
     started = start_time(pid)
     return not announced or started is None or announced == started
-
-
-def _remove(path: Path) -> None:
-    """Remove an announcement; one already gone (another process found it stale) is fine."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as error:
-        logger.debug("avdenoise: cannot remove %s: %s", path, error)

@@ -34,7 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Candidate", "choose", "claim_device", "count_claims", "device_for_process"]
+__all__ = [
+    "Candidate", "choose", "claim_device", "count_claims", "device_for_process", "pid_alive",
+    "remove_file",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +152,7 @@ def claim_device(
         device = choose(candidates)
         claim = folder / f"{pid}-{device}.claim"
         claim.touch()
-    atexit.register(_remove, claim)
+    atexit.register(remove_file, claim)
     logger.debug("avdenoise: placed on device %d of %d (claims %s)", device, count, claims)
     return device
 
@@ -165,7 +168,7 @@ def count_claims(folder: Path, own_pid: int) -> dict[int, int]:
         if pid == own_pid:
             continue
         if not pid_alive(pid):
-            _remove(Path(entry.path))
+            remove_file(Path(entry.path))
             continue
         counts[device] = counts.get(device, 0) + 1
     return counts
@@ -186,8 +189,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove(path: Path) -> None:
-    """Remove a claim; one already gone (another process saw it stale) is fine."""
+def remove_file(path: Path) -> None:
+    """Remove a claim (or ``_crowd``'s announcement); one already gone (another process saw
+    it stale) is fine."""
     try:
         path.unlink(missing_ok=True)
     except OSError as error:
