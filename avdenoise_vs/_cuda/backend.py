@@ -170,7 +170,7 @@ class CudaBackend:
         self._open()
         # With the context up, a fleet's other workers have announced themselves; no thread
         # has a strategy's buffers yet.
-        if not (self._states or self._spare_states):
+        if self._counts_others() and not (self._states or self._spare_states):
             self._bind_transfer()
         self._prepare_passes()
         record_phase("modules")  # every pass's kernels compiled or loaded
@@ -229,13 +229,17 @@ class CudaBackend:
     def _bind_transfer(self) -> None:
         """Choose the transfer strategies and bind each frame's steps to them, once, so that
         a frame looks up nothing (see the module notes)."""
-        others = _crowd.others() if self._transfer_asked == "auto" else 0
+        others = _crowd.others() if self._counts_others() else 0
         chosen = _transfer.choose(self._transfer_asked, self._transfer_context, others)
         self.transfer, self.uploader, self.downloader = chosen
         self._upload = self.uploader.upload
         self._download = self.downloader.download
         self._abort = self.downloader.abort
         self._release_pending = self.downloader.release_pending
+
+    def _counts_others(self) -> bool:
+        """Whether the transfer depends on other processes: "auto" with gated passes."""
+        return self._transfer_asked == "auto" and self._gate is not None
 
     def kernel_specs(self) -> tuple:
         """The compile-time specs of the kernels this backend launches, without repeats.
