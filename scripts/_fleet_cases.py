@@ -25,7 +25,7 @@ __all__ = ["CASES", "OURS", "RIVALS", "SOURCE", "SOURCE_FRAMES", "Case", "render
 OURS = "avdenoise"
 SOURCE = "source"
 #: Every rival column, in the order the table shows them.
-RIVALS = ("vszipcu", "vszipcu_fused", "bm3dcuda", "knlm", "nlm_cuda")
+RIVALS = ("vszipcu", "vszipcu_fused", "bm3dcuda", "knlm", "nlm_cuda", *bench_bm3d.VULKAN)
 #: Frames of :func:`_bench.make_source`'s clip (24 pictures looped 400 times).
 SOURCE_FRAMES = 24 * 400
 #: NLM settings of every NLM pass: KNLMeansCL's d, a, s, and bench_nlm.py's strength.
@@ -111,6 +111,8 @@ def _bm3d(core, plugin: str, clip, case: bench_bm3d.Case, device: str, device_id
     if plugin in ("vszipcu", "vszipcu_fused"):
         fused = plugin == "vszipcu_fused"
         return bench_bm3d._vszipcu(core, clip, case, fused=fused, device_id=device_id)
+    if plugin in bench_bm3d.VULKAN:  # the core's one Vulkan device: no device_id
+        return bench_bm3d.vulkan(core, plugin, clip, case)
     raise ValueError(f"bm3d: unknown plugin {plugin!r}")
 
 
@@ -170,7 +172,8 @@ def _with_callback(build: Build) -> Build:
 
 
 _NLM_RIVALS = ("vszipcu", "knlm", "nlm_cuda")
-_BM3D_RIVALS = ("bm3dcuda", "vszipcu", "vszipcu_fused")
+_BM3D_RIVALS = ("bm3dcuda", "vszipcu", "vszipcu_fused", *bench_bm3d.VULKAN)
+_BM3D_R0_RIVALS = tuple(r for r in _BM3D_RIVALS if r != "vszipcu_fused")
 _NLM_NOISE = bench_nlm.NOISE_MODEL
 _BM3D_NOISE = bench_bm3d.NOISE
 
@@ -178,7 +181,8 @@ CASES: dict[str, Case] = {
     "NLM Y d1 a2 s4": Case("YUV420P8", _NLM_NOISE, _NLM_RIVALS, _nlm_case("Y")),
     "NLM YUV444 joint d1 a2 s4": Case("YUV444P8", _NLM_NOISE, _NLM_RIVALS, _nlm_case("YUV")),
     # vszipcu_fused (fast_fused) applies to radius > 0 only.
-    "BM3D r0 luma": Case("GRAYS", _BM3D_NOISE, _BM3D_RIVALS[:2], _bm3d_case("GRAYS", 0, chroma=False)),
+    "BM3D r0 luma": Case("GRAYS", _BM3D_NOISE, _BM3D_R0_RIVALS, _bm3d_case("GRAYS", 0, chroma=False)),
+    "BM3D r0 YUV444": Case("YUV444PS", _BM3D_NOISE, _BM3D_R0_RIVALS, _bm3d_case("YUV444PS", 0, chroma=True)),
     "V-BM3D r1 YUV444": Case("YUV444PS", _BM3D_NOISE, _BM3D_RIVALS, _bm3d_case("YUV444PS", 1, chroma=True)),
     "V-BM3D r2 YUV444": Case("YUV444PS", _BM3D_NOISE, _BM3D_RIVALS, _bm3d_case("YUV444PS", 2, chroma=True)),
     "chain V-BM3D r1 luma + NLM UV": Case("YUV420PS", _BM3D_NOISE, ("vszipcu", "vszipcu_fused"), _chain),

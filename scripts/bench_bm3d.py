@@ -38,6 +38,12 @@ vszipcu
 vszipcu_fused
     The same with ``fast_fused=True`` (collaborative filter and aggregation as one kernel
     chain), which applies to radius > 0 only.
+vsfeel, bm3dvk, bm3dvk2
+    The Vulkan rivals of VapourSynth R80+ (``vsfeel.BM3D`` of vapoursynth-feel,
+    ``bm3dvk.BM3Dv2``, ``bm3dvk2.BM3D`` with its ``fast`` profile): each takes its clip
+    through ``core.std.GPUUpload`` and returns it through ``core.std.GPUDownload``, so the
+    transfers are in their time as they are in ours. bm3dvk2 takes GRAY or RGB only: its
+    YUV cases are n/a.
 
 The rivals have no integer input and no two-stage call: those cases are ours alone (n/a).
 """
@@ -71,6 +77,9 @@ CASES = {
     "radius 0, luma, 8-bit input": Case("GRAY8", 0, chroma=False, ours_only=True),
 }
 PLUGINS = ("source", "avdenoise", "bm3dcuda", "vszipcu", "vszipcu_fused")
+#: The Vulkan rivals (VapourSynth R80+), not in the default columns: R79, which BM3DCUDA needs,
+#: has no GPU frames.
+VULKAN = ("vsfeel", "bm3dvk", "bm3dvk2")
 SIGMA = 3.0  # BM3DCUDA's and vszipcu's default
 NOISE = _bench.Noise("gaussian", 3.0)  # matches SIGMA: BM3D's sigma is the noise's deviation
 #: The rivals' defaults, passed to every filter so that a changed default cannot skew a run.
@@ -136,6 +145,26 @@ def _vszipcu(core, clip, case: Case, fused: bool, device_id: int | None = None):
     return core.vszipcu.BM3Dv2(clip, **args)
 
 
+def vulkan(core, plugin: str, clip, case: Case):
+    """A Vulkan rival's one-stage BM3D of `clip`: uploaded to VapourSynth's GPU device,
+    filtered, downloaded, at the same settings as every other column."""
+    args = dict(sigma=SIGMA, radius=case.radius, **SETTINGS)
+    if plugin == "bm3dvk2":
+        if case.chroma:
+            raise RuntimeError("bm3dvk2 takes GRAY or RGB, not YUV")
+        args.update(profile="fast", sigma=[SIGMA], block_size=8, group_size=8)
+        run = core.bm3dvk2.BM3D
+    elif plugin == "bm3dvk":
+        run = core.bm3dvk.BM3Dv2  # aggregated over time inside the call
+        args["chroma"] = case.chroma
+    elif plugin == "vsfeel":
+        run = core.vsfeel.BM3D
+        args["chroma"] = case.chroma
+    else:
+        raise ValueError(plugin)
+    return core.std.GPUDownload(clip=run(core.std.GPUUpload(clip=clip), **args))
+
+
 def _build(core, plugin: str, name: str, noisy):
     """The harness's build hook: (filtered clip, note)."""
     case = CASES[name]
@@ -149,6 +178,8 @@ def _build(core, plugin: str, name: str, noisy):
         return _bm3dcuda(core, noisy, case)
     if plugin in ("vszipcu", "vszipcu_fused"):
         return _vszipcu(core, noisy, case, fused=plugin == "vszipcu_fused"), None
+    if plugin in VULKAN:
+        return vulkan(core, plugin, noisy, case), None
     raise ValueError(plugin)
 
 

@@ -226,7 +226,7 @@ def test_a_tiny_fleet_end_to_end_on_the_cpu(vspipe: str, tmp_path: Path) -> None
     out_json, out_md = tmp_path / "fleet.json", tmp_path / "fleet.md"
     command = [
         sys.executable, str(SCRIPTS / "bench_fleet.py"), "--width", "64", "--height", "48",
-        "--workers", "2", "--chunk", "4", "--device", "cpu", "--cases", "NLM Y d1,BM3D r0",
+        "--workers", "2", "--chunk", "4", "--device", "cpu", "--cases", "NLM Y d1,BM3D r0 luma",
         "--plugins", "source,avdenoise,bm3dcuda,nlm_cuda", "--timeout", "60",
         "--json", str(out_json), "--markdown", str(out_md),
     ]  # fmt: skip
