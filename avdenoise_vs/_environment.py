@@ -1,12 +1,12 @@
 """The environment variables the package reads: one table, the one source of truth.
 
-The README's lists are generated from :data:`VARIABLES` and :data:`DEBUG_KEYS`
-(``scripts/gen_readme.py``). The code reads switches through :func:`switch`, and the
-comparison switches, all in the one variable ``AVDENOISE_DEBUG``, through
-:func:`debug_switch` and :func:`positive_int`; each checks the value against its table. A bad
-value is an error that names the variable, the item or value and what is allowed, raised when
-a filter is created. The warm-up queue reads its own two variables leniently (``warmup.py``),
-because nothing about the queue may fail a render.
+The README's table and docs/ARCHITECTURE.md's are generated from :data:`VARIABLES` and
+:data:`DEBUG_KEYS` (``scripts/gen_readme.py``). The code reads switches through
+:func:`switch`, and the comparison switches, all in the one variable ``AVDENOISE_DEBUG``,
+through :func:`debug_switch` and :func:`positive_int`; each checks the value against its
+table. A bad value is an error that names the variable, the item or value and what is
+allowed, raised when a filter is created. The warm-up queue reads its own two variables
+leniently (``warmup.py``), because nothing about the queue may fail a render.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Variable:
     """One environment variable: its name, the values it takes, its default and its doc."""
 
     name: str
-    values: str  # as the README shows them
+    values: str  # as the generated tables show them
     default: str
     doc: str
     choices: tuple[str, ...] = ()  # the allowed values of a switch, lower case
@@ -50,7 +50,7 @@ class DebugKey:
     positive integer."""
 
     key: str
-    values: str  # as the README shows them
+    values: str  # as the generated tables show them
     default: str
     doc: str
     choices: tuple[str, ...] = ()  # lower case; empty: a positive integer
@@ -116,8 +116,9 @@ VARIABLES: tuple[Variable, ...] = (
         "`key=value,...`",
         "unset",
         "Switches for comparison benchmarks, never needed to render: comma-separated "
-        "`key=value` items, the keys in the table below (`transfer=direct,host_copies=python`). "
-        "A bad key or value is an error when a CUDA filter is created.",
+        "`key=value` items, the keys in docs/ARCHITECTURE.md "
+        "(`transfer=direct,host_copies=python`). A bad key or value is an error when a CUDA "
+        "filter is created.",
     ),
 )
 
@@ -333,7 +334,7 @@ def markdown_table() -> str:
 
 
 def debug_table() -> str:
-    """The README's table of the keys of ``AVDENOISE_DEBUG``."""
+    """docs/ARCHITECTURE.md's table of the keys of ``AVDENOISE_DEBUG``."""
     lines = ["| key | values | default | effect |", "|---|---|---|---|"]
     lines += [f"| `{k.key}` | {k.values} | {k.default} | {k.doc} |" for k in DEBUG_KEYS]
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 A :class:`Param` holds a parameter's name, type, default, allowed values, the algorithms
 that read it and its documentation. Everything else is generated from it: the VapourSynth
-signature the bridge registers, argument validation, and the README's parameter table.
+signature the bridge registers, argument validation, and docs/PARAMETERS.md's tables.
 """
 
 from __future__ import annotations
@@ -290,7 +290,7 @@ def _number(value: float) -> str:
 
 
 def markdown_table(params: Sequence[Param]) -> str:
-    """The README's parameter table, generated so that it cannot drift from the code."""
+    """A parameter table of docs/PARAMETERS.md, generated so that it cannot drift from the code."""
     rows = ["| name | type | default | allowed | read by | doc |", "|---|---|---|---|---|---|"]
     for p in params:
         default = "required" if p.required else _describe_default(p.default)

@@ -18,7 +18,7 @@ from avdenoise_vs._environment import (
 )
 
 NAMES = {variable.name for variable in VARIABLES}
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_switch_default_value_and_case(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,10 +131,14 @@ def test_markdown_tables_have_a_row_an_entry() -> None:
     assert [row.split("`")[1] for row in rows] == [k.key for k in DEBUG_KEYS]
 
 
-def test_readme_tables_are_generated_from_the_code() -> None:
-    text = README.read_text()
-    for table in (_environment.markdown_table(), _environment.debug_table()):
-        assert table in text, "README.md is out of date: run python scripts/gen_readme.py"
+def test_documented_tables_are_generated_from_the_code() -> None:
+    for table, page in [
+        (_environment.markdown_table(), "README.md"),
+        (_environment.debug_table(), "docs/ARCHITECTURE.md"),
+    ]:
+        assert table in (ROOT / page).read_text(), (
+            f"{page} is out of date: run python scripts/gen_readme.py"
+        )
 
 
 def test_sync_switch_agrees_with_the_driver_flags() -> None:

@@ -1,9 +1,9 @@
 """The parameter tables of the registered functions (the single source of truth).
 
 Defaults, ranges, the algorithms that read each parameter and the documentation live here
-and nowhere else: the bridge's signatures, validation, the Python API and the README tables
-come from them. ``denoise.py`` holds Denoise's table, ``dropin.py`` those of the drop-ins
-(NLMeans, BM3D), derived from it.
+and nowhere else: the bridge's signatures, validation, the Python API and the tables of
+docs/PARAMETERS.md come from them. ``denoise.py`` holds Denoise's table, ``dropin.py`` those
+of the drop-ins (NLMeans, BM3D), derived from it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The parameter table is the single source of truth: signature and README come from it."""
+"""The parameter table is the single source of truth: signature and docs come from it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from avdenoise_vs.sample import noisy_sample, psnr
 
 from ..vsclips import frame_planes
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PARAMETERS = Path(__file__).resolve().parents[2] / "docs" / "PARAMETERS.md"
 
 
 def test_registered_signature_lists_every_parameter(core):
@@ -27,9 +27,9 @@ def test_registered_signature_lists_every_parameter(core):
 
 
 @pytest.mark.parametrize("params", [DENOISE_PARAMS, NLMEANS_PARAMS, BM3D_PARAMS])
-def test_readme_table_is_generated_from_the_code(params):
-    assert markdown_table(params) in README.read_text(), (
-        "README.md is out of date: run python scripts/gen_readme.py"
+def test_parameters_page_table_is_generated_from_the_code(params):
+    assert markdown_table(params) in PARAMETERS.read_text(), (
+        "docs/PARAMETERS.md is out of date: run python scripts/gen_readme.py"
     )
 
 

@@ -1,10 +1,10 @@
 """NaN and infinities in float clips, through BM3D on the CPU backend (the reference).
 
-The rule (README, BM3D): a block holding a non-finite sample in any plane a pass groups takes
-no part, neither matched nor filtered, and a pixel that no group reaches keeps its input. So
-non-finite samples come out unchanged, every other sample is finite, and far enough from them
-the output is the one the clip gives with finite samples in their place: a group can change
-only if one of its candidates held one (see :func:`_reach`).
+The rule (docs/PARAMETERS.md, 'What BM3D computes'): a block holding a non-finite sample in
+any plane a pass groups takes no part, neither matched nor filtered, and a pixel that no group
+reaches keeps its input. So non-finite samples come out unchanged, every other sample is
+finite, and far enough from them the output is the one the clip gives with finite samples in
+their place: a group can change only if one of its candidates held one (see :func:`_reach`).
 """
 
 from __future__ import annotations
