@@ -296,7 +296,7 @@ class CudaBackend:
             self._gate.expect(center)
         try:
             if fresh:
-                self._upload(fresh, frame_numbers, windows, base, state)
+                self._upload(fresh, frame_numbers, windows, base, state, leases)
             wait_for(entries, state.stream_ptr, self._calls)
             if self._gate is not None:  # an output buffer lent for the GPU part, in frame order
                 out = self._gate.enter(center)

@@ -209,6 +209,25 @@ def test_threads_share_uploads(fake_cuda):
     assert runtime.counts["copy1"] == LENGTH
 
 
+@pytest.mark.parametrize("radius", [1, 2])
+def test_wide_windows_share_a_pool_of_upload_buffers(fake_cuda, caller, radius):
+    """Staged windows of several frames take page-locked buffers from one pool and give
+    them back with the frame: 4 threads page-lock about as many buffers as frames are
+    uploaded at once, not a window's worth each, and no thread keeps buffers of its own."""
+    backend, layout, written = _backend("YUV420P16", "staged", radius=radius)
+    backend.warm_up()
+    frames = make_frames(layout)
+    order = [n % LENGTH for n in range(3 * LENGTH)]
+    results = render_in_threads(backend, layout, frames, order, radius, written, caller)
+    for n in range(LENGTH):
+        np.testing.assert_array_equal(results[n], expected(frames, n, radius, 0))
+    pool = backend.uploader.pool
+    window = 2 * radius + 1
+    assert 1 <= pool.made < 4 * window  # 4 threads with their own: 4 windows' worth
+    assert len(pool._free) == pool.made  # every frame gave its buffers back
+    assert all(not state.staging for state in backend._states)
+
+
 def test_failed_upload_fails_the_frame_and_the_next_call_uploads_again(fake_cuda):
     runtime, _ = fake_cuda
     backend, layout, written = _backend("GRAY8", "direct")

@@ -69,13 +69,16 @@ class Context:
 class Upload(Protocol):
     """How a frame's planes reach their device slots."""
 
-    def upload(self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state) -> None:
+    def upload(
+        self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state, leases: list
+    ) -> None:
         """Queue the copies of every entry of `fresh` into its slot on the thread's stream and
         record the slot's event; an entry whose copies fail is failed in the cache.
 
         `windows` are the bridge's (a frame is None where the bridge has already copied it
         into the staging buffer that :meth:`requests` named); `base` numbers the inputs in
-        the cache keys.
+        the cache keys. Host buffers the copies read are appended to `leases` as
+        ``(owner, buffer)``, given back with the frame's other leases once its stream is done.
         """
 
     def requests(self, state: ThreadState) -> tuple:

@@ -1,4 +1,4 @@
-"""Frames through each thread's page-locked buffers, laid out like a slot.
+"""Frames through page-locked buffers laid out like a slot: each thread's, and a pool.
 
 Host copies (NumPy's, which release the GIL, so threads copy in parallel; or the bridge's,
 without the GIL at all) move a frame between VapourSynth's memory and the buffer, and one
@@ -14,16 +14,44 @@ import numpy as np
 from .._buffers import Pinned, ThreadState
 from .base import Context, Download, Upload
 
-__all__ = ["BridgeDownload", "StagedDownload", "StagedUpload"]
+__all__ = ["BridgeDownload", "StagedDownload", "StagedUpload", "UploadPool"]
+
+
+class UploadPool:
+    """Page-locked upload buffers shared by a backend's threads, for windows of several frames.
+
+    A frame takes one buffer per fresh window frame and gives it back with its other leases
+    once its stream is done (:meth:`.base.Download.release_pending`), so the pool holds about
+    as many buffers as frames are uploaded at once, rather than a window's worth per thread:
+    16 threads of V-BM3D at radius 1 would otherwise page-lock 48 frames, one by one on their
+    first frames, and unlock them again at exit. ``list.pop`` and ``append`` are atomic, so
+    threads share it without a lock.
+    """
+
+    def __init__(self, context: Context) -> None:
+        self._new = context.new_pinned
+        self._free: list[Pinned] = []
+        self.made = 0
+
+    def take(self) -> Pinned:
+        """A free buffer, or a new one when every buffer is in use."""
+        try:
+            return self._free.pop()
+        except IndexError:
+            self.made += 1
+            return self._new()
+
+    def release(self, buffer: Pinned) -> None:
+        """Give back a buffer whose copy is done (a frame lease, see ``Download._release``)."""
+        self._free.append(buffer)
 
 
 class StagedUpload:
-    """A fresh window frame into one of the thread's staging buffers, then into its slot.
+    """A fresh window frame into a page-locked buffer, then into its slot.
 
-    A thread's buffer `i` is free again once its stream has synchronized at the end of the
-    frame, so a frame with k fresh entries uses the thread's buffers 0 to k - 1. A one-frame
-    window uses its input's buffer instead, which the bridge fills for the thread's next
-    frame, the GIL released, when the host step asks it to (:meth:`requests`).
+    A one-frame window uses its thread's own buffer per input, which the bridge fills for
+    the thread's next frame, the GIL released, when the host step asks it to
+    (:meth:`requests`). Wider windows take buffers from the backend's :class:`UploadPool`.
     """
 
     def __init__(self, context: Context) -> None:
@@ -32,18 +60,23 @@ class StagedUpload:
         self._cache = context.cache
         self._nbytes = context.slots.nbytes
         self._one_frame = context.window == 1
+        self.pool = None if self._one_frame else UploadPool(context)
         self._copy = np.copyto  # Python's copies in; a seam for benchmarks and tests
 
-    def upload(self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state) -> None:
+    def upload(
+        self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state, leases: list
+    ) -> None:
         """See :meth:`.base.Upload.upload`."""
-        calls, staging, stream = self._calls, state.staging, state.stream_ptr
-        for index, entry in enumerate(fresh):
+        calls, stream, pool = self._calls, state.stream_ptr, self.pool
+        for entry in fresh:
             input_index, frame = entry.key
             planes = windows[input_index - base][frame_numbers.index(frame)]
-            if self._one_frame:
-                index = input_index - base
             try:
-                buffer = staging[index] if index < len(staging) else self._buffer(state, index)
+                if pool is None:
+                    buffer = self._buffer(state, input_index - base)
+                else:
+                    buffer = pool.take()
+                    leases.append((pool, buffer))
                 if planes is not None:  # else the bridge has filled the buffer
                     buffer.copy_in(planes, self._copy)
                 calls.copy_to_device(entry.slot.ptr, buffer.ptr, self._nbytes, stream)
@@ -67,7 +100,8 @@ class StagedUpload:
         )
 
     def _buffer(self, state: ThreadState, index: int) -> Pinned:
-        """The thread's staging buffer `index`, made with those before it on first use."""
+        """The thread's staging buffer `index` (one-frame windows), made with those before it
+        on first use."""
         while len(state.staging) <= index:
             state.staging.append(self._context.new_pinned())
         return state.staging[index]
