@@ -204,7 +204,7 @@ class WarmUp:
             return None
         stamp = directory / f"warm-{key:032x}.stamp"
         # Checked before the lock file is even opened: once warm, no process touches the lock.
-        if stamp.exists():
+        if stamp_exists(stamp):
             _report("warm", key)
             logger.debug("kernel cache already warm for %032x", key)
             return None

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from avdenoise_vs._cli._cachedir import CacheListing, human_bytes, scan, spec_summary
+from avdenoise_vs._safefiles import remove_file
 
 __all__ = ["add_parser", "resolve_dir", "run"]
 
@@ -229,13 +229,14 @@ def _size(path: Path) -> int:
 def _remove(path: Path, done: _Cleared) -> None:
     """Unlink one file; a file already gone counts as deleted."""
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        gone = remove_file(path)  # a regular file only: a link swapped in since the scan stays
     except OSError as exc:
         done.failed.append((path, exc.strerror or type(exc).__name__))
         return
-    done.deleted.append(path)
+    if gone:
+        done.deleted.append(path)
+    else:
+        done.failed.append((path, "no longer a regular file"))
 
 
 def _remove_lock(path: Path, done: _Cleared) -> None:
