@@ -21,16 +21,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from avdenoise_vs import _version
+from avdenoise_vs._environment import default, seconds
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable
 
 __all__ = [
+    "DEFAULT_WAIT_LIMIT_S",
     "QUEUE_SWITCH",
+    "WAIT_VARIABLE",
     "cache_dir",
     "cache_dir_origin",
     "cache_in_memory",
     "check_key",
+    "configured_wait_s",
     "cupy_installed",
     "describe_key",
     "environment_fingerprint",
@@ -121,6 +125,25 @@ _OFF_VALUES: Final[frozenset[str]] = frozenset({"0", "false", "no", "off"})
 def queue_enabled() -> bool:
     """Return whether ``AVDENOISE_WARMUP`` leaves the queue on (the default)."""
     return os.environ.get(QUEUE_SWITCH, "1").strip().lower() not in _OFF_VALUES
+
+
+#: The variable that sets how long a process waits in the queue (`configured_wait_s`).
+WAIT_VARIABLE: Final[str] = "AVDENOISE_WARMUP_WAIT"
+DEFAULT_WAIT_LIMIT_S: Final[float] = float(default(WAIT_VARIABLE))
+"""How long a process waits for the one ahead of it before compiling for itself, unless
+``AVDENOISE_WARMUP_WAIT`` says otherwise."""
+
+
+def configured_wait_s() -> float:
+    """The wait limit in seconds that ``AVDENOISE_WARMUP_WAIT`` sets, else 180.
+
+    Raises
+    ------
+    ValueError
+        When the variable is not a number of seconds, at least 0. The CUDA backend calls this
+        when a filter is created, so that a bad value is an error there, not a silent default.
+    """
+    return seconds(WAIT_VARIABLE)
 
 
 def check_key(key: int) -> None:
