@@ -21,6 +21,7 @@ from typing import Any
 from avdenoise_vs._cli import _gpu, _python
 from avdenoise_vs._cli._cachedir import human_bytes, scan
 from avdenoise_vs._cli._locks import held_locks, lock_lines, lock_problems
+from avdenoise_vs._warmup_cache import EMPTY_FIX, EMPTY_ORIGIN, EMPTY_WHY, configured_wait_s
 
 __all__ = ["add_parser", "collect", "find_problems", "render", "run"]
 
@@ -81,8 +82,6 @@ def collect() -> dict[str, Any]:
 def _cache() -> dict[str, Any]:
     """The cache directory probe, with the listing of its stamps and kernels, the lock files
     held now and the queue's wait limit."""
-    from avdenoise_vs._warmup_cache import configured_wait_s
-
     info = _python.probe_cache_dir()
     try:
         info["wait_limit_s"] = configured_wait_s()
@@ -166,6 +165,8 @@ def _cupy_problems(cupy, gpus, no_driver, cuda, extra, add) -> None:
             "pip uninstall all of them, then " + _install(extra),
         )
     if cupy.get("import_error"):
+        if os.environ.get("CUPY_CACHE_DIR") == "":
+            return  # that is why: the cache's problem says so, with its fix
         add(
             f"CuPy is installed but cannot be imported ({cupy['import_error']})",
             "reinstall it: " + _install(extra, "--force-reinstall "),
@@ -200,6 +201,8 @@ def _cache_problems(cache: dict[str, Any], add) -> None:
     """A cache directory that cannot be written (CuPy would fail, the queue would be off), a
     lock another user holds, a wait limit that is not a number."""
     lock_problems(cache, add)
+    if cache.get("origin") == EMPTY_ORIGIN:
+        add(f"{EMPTY_WHY}, and every filter runs on the CPU", EMPTY_FIX)
     if cache.get("directory") and cache.get("writable") is False:
         add(
             f"CuPy's kernel cache directory {cache['directory']} cannot be written "
@@ -338,6 +341,8 @@ def render(report: dict[str, Any]) -> str:
         if cache.get("writable") is False:
             lines.append(f"  not writable: {cache.get('error')}")
         lines += lock_lines(cache, "    ")
+    elif cache.get("origin") == EMPTY_ORIGIN:
+        lines.append("  CUPY_CACHE_DIR is set but empty: no folder, so CuPy cannot start")
     elif cache.get("origin") == "in-memory":
         lines.append("  CUPY_CACHE_IN_MEMORY=1: kernels stay in memory; no warm-up queue")
     else:
