@@ -2,16 +2,19 @@
 
 The README's table and docs/ARCHITECTURE.md's are generated from :data:`VARIABLES` and
 :data:`DEBUG_KEYS` (``scripts/gen_readme.py``). The code reads switches through
-:func:`switch`, and the comparison switches, all in the one variable ``AVDENOISE_DEBUG``,
-through :func:`debug_switch` and :func:`positive_int`; each checks the value against its
-table. A bad value is an error that names the variable, the item or value and what is
-allowed, raised when a filter is created. The warm-up queue reads its own two variables
-leniently (``warmup.py``), because nothing about the queue may fail a render.
+:func:`switch`, the comparison switches, all in the one variable ``AVDENOISE_DEBUG``, through
+:func:`debug_switch` and :func:`positive_int`, and durations through :func:`seconds`; each
+checks the value against its table. A bad value is an error that names the variable, the item
+or value and what is allowed, raised when a filter is created. The warm-up queue reads
+``AVDENOISE_WARMUP`` and ``AVDENOISE_WARMUP_REPORT`` leniently (``warmup.py``), because
+nothing about the queue may fail a render; its wait limit is checked when a CUDA filter is
+created, before the queue runs.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 
@@ -26,6 +29,7 @@ __all__ = [
     "default",
     "markdown_table",
     "positive_int",
+    "seconds",
     "switch",
 ]
 
@@ -82,6 +86,14 @@ VARIABLES: tuple[Variable, ...] = (
         "1",
         "The warm-up queue: the first process compiles the CUDA kernels while the others "
         "wait. `0` (or `false`, `no`, `off`) turns it off, for comparisons.",
+    ),
+    Variable(
+        "AVDENOISE_WARMUP_WAIT",
+        "seconds (a number, at least 0)",
+        "180",
+        "Longest a process waits in the warm-up queue for the one ahead of it (which holds the "
+        "queue's lock file while it compiles) before it compiles for itself. A bad value is an "
+        "error when a CUDA filter is created.",
     ),
     Variable(
         "AVDENOISE_WARMUP_REPORT",
@@ -258,6 +270,29 @@ def switch(name: str) -> str:
     if value not in variable.choices:
         allowed = ", ".join(repr(choice) for choice in variable.choices)
         raise ValueError(f"the environment variable {name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def seconds(name: str) -> float:
+    """The number of seconds variable `name` gives, or its default when unset or empty.
+
+    Raises
+    ------
+    ValueError
+        When the value is not a finite number of at least 0.
+    """
+    variable = _BY_NAME[name]
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return float(variable.default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"the environment variable {name} must be a number of seconds, at least 0, got {text!r}"
+        )
     return value
 
 

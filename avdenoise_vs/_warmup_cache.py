@@ -21,16 +21,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from avdenoise_vs import _version
+from avdenoise_vs._environment import default, seconds
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable
 
 __all__ = [
+    "DEFAULT_WAIT_LIMIT_S",
+    "EMPTY_FIX",
+    "EMPTY_ORIGIN",
+    "EMPTY_WHY",
     "QUEUE_SWITCH",
+    "WAIT_VARIABLE",
     "cache_dir",
     "cache_dir_origin",
     "cache_in_memory",
     "check_key",
+    "configured_wait_s",
     "cupy_installed",
     "describe_key",
     "environment_fingerprint",
@@ -123,6 +130,25 @@ def queue_enabled() -> bool:
     return os.environ.get(QUEUE_SWITCH, "1").strip().lower() not in _OFF_VALUES
 
 
+#: The variable that sets how long a process waits in the queue (`configured_wait_s`).
+WAIT_VARIABLE: Final[str] = "AVDENOISE_WARMUP_WAIT"
+DEFAULT_WAIT_LIMIT_S: Final[float] = float(default(WAIT_VARIABLE))
+"""How long a process waits for the one ahead of it before compiling for itself, unless
+``AVDENOISE_WARMUP_WAIT`` says otherwise."""
+
+
+def configured_wait_s() -> float:
+    """The wait limit in seconds that ``AVDENOISE_WARMUP_WAIT`` sets, else 180.
+
+    Raises
+    ------
+    ValueError
+        When the variable is not a number of seconds, at least 0. The CUDA backend calls this
+        when a filter is created, so that a bad value is an error there, not a silent default.
+    """
+    return seconds(WAIT_VARIABLE)
+
+
 def check_key(key: int) -> None:
     """Raise ValueError unless `key` is a 128-bit key from `kernel_key` (`begin` catches it)."""
     if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key < 1 << 128:
@@ -201,8 +227,16 @@ def cache_dir() -> Path | None:
     pathlib.Path or None
         Once CuPy is imported, the directory its kernel cache uses; before that,
         ``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``, as CuPy will read them at import.
-        ``None`` when ``CUPY_CACHE_IN_MEMORY=1`` keeps the cache off disk, or when CuPy uses
-        a cache backend that is not a directory. The directory may not exist yet.
+        ``None`` when ``CUPY_CACHE_IN_MEMORY=1`` keeps the cache off disk, when CuPy uses a
+        cache backend that is not a directory, or when ``CUPY_CACHE_DIR`` is set but empty
+        (`EMPTY_ORIGIN`). The directory may not exist yet.
+
+    Notes
+    -----
+    An empty ``CUPY_CACHE_DIR`` is not CuPy's default: CuPy reads it as the folder ``''``,
+    which ``os.makedirs`` cannot make, so ``import cupy`` fails (CuPy 14: its disk cache is
+    made at import) or the first compile does (CuPy 13). As a path it would name the working
+    folder, where the queue's files do not belong and ``cache clear`` must not delete.
     """
     if cache_in_memory():
         return None
@@ -212,6 +246,19 @@ def cache_dir() -> Path | None:
     return _cupy_cache_dir(cupy)
 
 
+#: `cache_dir_origin` when ``CUPY_CACHE_DIR`` is set but empty: no directory at all.
+EMPTY_ORIGIN: Final[str] = "empty CUPY_CACHE_DIR"
+#: What an empty ``CUPY_CACHE_DIR`` does, for the command line's messages.
+EMPTY_WHY: Final[str] = (
+    "CUPY_CACHE_DIR is set but empty, which names no folder: CuPy cannot make the folder '', "
+    "so it fails at import (CuPy 14) or at its first compile"
+)
+#: What to do about it.
+EMPTY_FIX: Final[str] = (
+    "unset CUPY_CACHE_DIR (CuPy then uses ~/.cupy/kernel_cache), or set it to a folder"
+)
+
+
 def cache_dir_origin() -> str:
     """Say where `cache_dir` takes its answer from now.
 
@@ -219,11 +266,13 @@ def cache_dir_origin() -> str:
     -------
     str
         ``"in-memory"`` (``CUPY_CACHE_IN_MEMORY=1``), ``"cupy"`` (read from an imported
-        CuPy), ``"CUPY_CACHE_DIR"`` or ``"default"`` (``~/.cupy/kernel_cache``, what CuPy
-        will use when it is imported).
+        CuPy), ``"CUPY_CACHE_DIR"``, `EMPTY_ORIGIN` (set but empty, so no directory) or
+        ``"default"`` (``~/.cupy/kernel_cache``, what CuPy will use when it is imported).
     """
     if cache_in_memory():
         return "in-memory"
+    if os.environ.get("CUPY_CACHE_DIR") == "" and cache_dir() is None:
+        return EMPTY_ORIGIN
     cupy = sys.modules.get("cupy")
     compiler = getattr(getattr(cupy, "cuda", None), "compiler", None)
     if compiler is not None and (
@@ -234,9 +283,15 @@ def cache_dir_origin() -> str:
     return "CUPY_CACHE_DIR" if "CUPY_CACHE_DIR" in os.environ else "default"
 
 
-def _directory_from_environment() -> Path:
-    """The directory CuPy would read from the environment now (its own expression)."""
-    return Path(os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")))
+def _directory_from_environment() -> Path | None:
+    """The directory CuPy would read from the environment now (its own expression); None for
+    an empty ``CUPY_CACHE_DIR``, which names none."""
+    return _directory(os.environ.get("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache")))
+
+
+def _directory(name: str | os.PathLike[str]) -> Path | None:
+    """`name` as a directory; None for ``''``, which ``Path`` would turn into ``'.'``."""
+    return Path(name) if os.fspath(name) else None
 
 
 def _cupy_cache_dir(cupy: object) -> Path | None:
@@ -248,7 +303,7 @@ def _cupy_cache_dir(cupy: object) -> Path | None:
     compiler = getattr(getattr(cupy, "cuda", None), "compiler", None)
     public = getattr(compiler, "get_cache_dir", None)
     if callable(public):  # CuPy up to 13 (which re-read CUPY_CACHE_DIR at each call)
-        return Path(public())
+        return _directory(public())
     # CuPy 14.1 and 14.2 have no public getter: the directory lives only in the disk cache
     # backend that cupy.cuda.compiler creates at import. Read defensively: another layout
     # degrades to the environment, a backend without a directory turns the queue off.
@@ -260,7 +315,7 @@ def _cupy_cache_dir(cupy: object) -> Path | None:
     if not isinstance(directory, (str, os.PathLike)):
         logger.debug("CuPy's kernel cache (%s) is not a directory", type(backend).__name__)
         return None
-    return Path(directory)
+    return _directory(directory)
 
 
 def usable_directory(explicit: str | os.PathLike[str] | None) -> Path | None:
@@ -276,7 +331,9 @@ def usable_directory(explicit: str | os.PathLike[str] | None) -> Path | None:
             return None
         directory = cache_dir()
         if directory is None:
-            logger.debug("warm-up queue off: CuPy's kernel cache is not a directory")
+            logger.debug(
+                "warm-up queue off: CuPy's kernel cache is no directory (%s)", cache_dir_origin()
+            )
             return None
     else:
         directory = Path(explicit)

@@ -2,21 +2,23 @@
 
 Both are created through the umask and default ACLs, like the files of the directory they sit
 in, so that in a directory shared by one group (umask 002) each member can lock and replace
-them. Nothing here knows about keys or places; `avdenoise_vs.warmup` does.
+them. Neither is opened through a link planted under its name: the stamp is written under a
+fresh name and renamed into place and only a regular file counts as one (``_safefiles``), and
+filelock (from 3.30, pyproject's floor) opens the lock file with ``O_NOFOLLOW``. Nothing
+here knows about keys or places; `avdenoise_vs.warmup` does.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import secrets
 import time
 from typing import TYPE_CHECKING, Final, Literal
 
 import filelock
 
 from avdenoise_vs import _version
+from avdenoise_vs._safefiles import is_file, write_file
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -90,7 +92,7 @@ def wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> Wai
             return "held"
         # The stamp appears just before the holder unlocks; seeing it here spares the waiters
         # from taking the lock one after another only to release it again.
-        if stamp.exists():
+        if is_file(stamp):
             return "warm"
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -99,11 +101,9 @@ def wait_for_lock(lock: filelock.BaseFileLock, stamp: Path, limit: float) -> Wai
 
 
 def stamp_exists(stamp: Path) -> bool:
-    """Whether the stamp is there; False when it cannot be looked at."""
-    try:
-        return stamp.exists()
-    except OSError:
-        return False
+    """Whether the stamp is there: a regular file, not a link planted under its name; False
+    when it cannot be looked at."""
+    return is_file(stamp)
 
 
 def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
@@ -111,7 +111,7 @@ def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
     # The process ahead may have finished between our first look and our lock: this second look
     # is what lets one warm-up serve the whole queue.
     try:
-        warm = stamp.exists()
+        warm = is_file(stamp)
     except BaseException:
         lock.release(force=True)
         raise
@@ -121,25 +121,18 @@ def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
 
 
 def write_stamp(path: Path, key: int, detail: Sequence[str] = ()) -> bool:
-    """Write the stamp atomically (temp file + replace); False and a debug log on failure.
+    """Write the stamp atomically (`_safefiles.write_file`); False and a debug log on failure.
 
     Its first line is ``<key> avdenoise_vs <version> pid <pid>``; `detail` lines follow, which
     say what the key is for (``_warmup_cache.describe_key``). Only the stamp's presence counts
     for the queue; the text is for people and ``python -m avdenoise_vs cache list``.
     """
-    temp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     head = f"{key:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}"
+    text = "".join(f"{line}\n" for line in (head, *detail))
     try:
-        # open(..., "x") creates with 0o666 through the umask and default ACLs (mkstemp would
-        # make it 0o600), so the stamp is as readable as the cache directory means it to be.
-        try:
-            with open(temp, "x", encoding="utf-8", errors="backslashreplace") as stamp:
-                stamp.write("".join(f"{line}\n" for line in (head, *detail)))
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        # Made through the umask and default ACLs (mkstemp would make it 0o600), so the stamp
+        # is as readable as the cache directory means it to be.
+        write_file(path, text.encode("utf-8", "backslashreplace"))
     except OSError as exc:
         logger.debug("cannot write %s (%s); the next process compiles again", path, exc)
         return False

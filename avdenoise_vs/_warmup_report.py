@@ -3,7 +3,9 @@
 With ``AVDENOISE_WARMUP_REPORT`` set to a directory, each process appends there one line per
 queue outcome to a file named after the outcome and its pid (``compiled-<pid>``,
 ``waited-<pid>``, ... ; see `avdenoise_vs.warmup`), and ``<phase> <time.time()>`` lines to
-``phases-<pid>`` as a GPU filter's creation reaches its steps. Nothing here raises.
+``phases-<pid>`` as a GPU filter's creation reaches its steps. Nothing here raises, and
+nothing is written through a link or into another user's file planted under those names
+(``_safefiles.append_line``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import Final
+
+from avdenoise_vs._safefiles import append_line
 
 __all__ = ["REPORT_ENV", "record_outcome", "record_phase"]
 
@@ -52,7 +57,6 @@ def _append(filename: str, line: str) -> None:
         return
     try:
         os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, filename), "a", encoding="ascii") as report:
-            report.write(line + "\n")
+        append_line(Path(directory, filename), line)
     except OSError as exc:
         logger.debug("cannot write the warm-up report in %s (%s)", directory, exc)

@@ -30,6 +30,9 @@ CUPY_CACHE_IN_MEMORY
     ``1`` keeps CuPy's cache in memory; with no files to share, the queue is off.
 AVDENOISE_WARMUP
     ``0`` (or ``false``, ``no``, ``off``) switches the queue off, for comparison benchmarks.
+AVDENOISE_WARMUP_WAIT
+    Seconds a process waits for the one ahead of it (default 180): a lock file held without
+    end, by a hung process or another user's, costs each process this long.
 AVDENOISE_WARMUP_REPORT
     A directory where each process records what the queue did for it and when a GPU filter's
     creation reached its steps (`avdenoise_vs._warmup_report`).
@@ -44,13 +47,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from avdenoise_vs._log import vs_warning
 from avdenoise_vs._warmup_cache import (
+    DEFAULT_WAIT_LIMIT_S,
     QUEUE_SWITCH,
+    WAIT_VARIABLE,
     cache_dir,
     check_key,
+    configured_wait_s,
     describe_key,
     environment_fingerprint,
     kernel_key,
@@ -75,9 +81,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_WAIT_LIMIT_S",
+    "WAIT_VARIABLE",
     "WarmUp",
     "WarmUpOutcome",
     "cache_dir",
+    "configured_wait_s",
     "environment_fingerprint",
     "kernel_key",
     "record_phase",
@@ -86,8 +94,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_WAIT_LIMIT_S: Final[float] = 180.0
-"""How long a process waits for the one ahead of it before compiling for itself."""
 
 # Keys this process holds a place for. A second filter with the same settings in the same
 # script would otherwise wait on its own process's flock (flock conflicts between two open
@@ -110,11 +116,11 @@ def _unclaim(key: int) -> None:
         _held_keys.discard(key)
 
 
-def _resolve_limit(wait_limit: float | None) -> float:
-    """Return the wait limit in seconds: the default for None or NaN, never negative."""
-    if wait_limit is None or math.isnan(wait_limit):
-        return DEFAULT_WAIT_LIMIT_S
-    return max(0.0, float(wait_limit))
+def _resolve_limit(limit: float | None) -> float:
+    """Return the wait limit in seconds: `configured_wait_s` for None or NaN, never negative."""
+    if limit is None or math.isnan(limit):
+        return configured_wait_s()
+    return max(0.0, float(limit))
 
 
 class WarmUp:
@@ -167,7 +173,8 @@ class WarmUp:
             Where the queue files go; default: CuPy's cache directory (`cache_dir`). When
             given, CuPy need not be installed, so the queue works on CPU-only machines.
         wait_limit : float, optional
-            Seconds to wait for the process ahead; default `DEFAULT_WAIT_LIMIT_S` (180).
+            Seconds to wait for the process ahead; default: ``AVDENOISE_WARMUP_WAIT``, else
+            `DEFAULT_WAIT_LIMIT_S` (180).
 
         Returns
         -------
@@ -204,7 +211,7 @@ class WarmUp:
             return None
         stamp = directory / f"warm-{key:032x}.stamp"
         # Checked before the lock file is even opened: once warm, no process touches the lock.
-        if stamp.exists():
+        if stamp_exists(stamp):
             _report("warm", key)
             logger.debug("kernel cache already warm for %032x", key)
             return None
@@ -239,7 +246,8 @@ class WarmUp:
             vs_warning(
                 logger,
                 f"avdenoise: waited {waited:.0f} s for another process to compile the CUDA "
-                f"kernels ({lock_path}); compiling in this process instead",
+                f"kernels ({lock_path}); compiling in this process instead ({WAIT_VARIABLE} "
+                "sets how long to wait)",
             )
             return None
         if result == "warm" or release_if_warm(lock, stamp):

@@ -14,6 +14,7 @@ from avdenoise_vs._environment import (
     debug_switch,
     default,
     positive_int,
+    seconds,
     switch,
 )
 
@@ -103,6 +104,41 @@ def test_bad_positive_int(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
         positive_int("bm3d_workspaces")
 
 
+@pytest.mark.parametrize(
+    ("text", "value"), [(None, 180.0), ("", 180.0), ("0", 0.0), (" 2.5 ", 2.5)]
+)
+def test_seconds(monkeypatch: pytest.MonkeyPatch, text, value) -> None:
+    if text is None:
+        monkeypatch.delenv("AVDENOISE_WARMUP_WAIT", raising=False)
+    else:
+        monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", text)
+    assert seconds("AVDENOISE_WARMUP_WAIT") == value
+
+
+@pytest.mark.parametrize("text", ["-1", "soon", "inf", "nan", "3 min"])
+def test_bad_seconds_name_the_variable_the_value_and_what_is_allowed(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", text)
+    with pytest.raises(
+        ValueError,
+        match=rf"AVDENOISE_WARMUP_WAIT must be a number of seconds, at least 0, got '{text}'$",
+    ):
+        seconds("AVDENOISE_WARMUP_WAIT")
+
+
+def test_a_bad_wait_limit_fails_a_cuda_filters_creation(core, monkeypatch) -> None:
+    """Checked when the filter is made, like the other variables: not left to the warm-up,
+    which must never fail a render and would only fall back to its default."""
+    import vapoursynth as vs
+
+    from .fake_cuda_backend import random_clip
+
+    monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", "-5")
+    with pytest.raises(vs.Error, match=r"AVDENOISE_WARMUP_WAIT must be a number of seconds"):
+        core.avdenoise.Denoise(random_clip(core), device="cuda")
+
+
 def test_only_variables_and_keys_of_the_tables_are_read() -> None:
     with pytest.raises(KeyError):
         switch("AVDENOISE_NOT_A_VARIABLE")
@@ -116,6 +152,7 @@ def test_only_variables_and_keys_of_the_tables_are_read() -> None:
 
 def test_table_agrees_with_the_code() -> None:
     assert {warmup.QUEUE_SWITCH, _warmup_report.REPORT_ENV, _environment.DEBUG} <= NAMES
+    assert warmup.WAIT_VARIABLE in NAMES and warmup.DEFAULT_WAIT_LIMIT_S == 180.0
     transfer = next(k for k in DEBUG_KEYS if k.key == "transfer")
     assert sorted(transfer.choices) == sorted(_transfer.TRANSFERS)
     workspaces = next(k for k in DEBUG_KEYS if k.key == "bm3d_workspaces")

@@ -224,6 +224,33 @@ def test_lock_held_in_another_description_times_out_through_logging(
     again.close()
 
 
+def test_the_wait_limit_comes_from_the_environment(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Another user's lock held on purpose costs each process this limit, not 180 s.
+    monkeypatch.delitem(sys.modules, "vapoursynth", raising=False)
+    monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", str(SHORT_WAIT_S))
+    lock_path, _ = _paths(cache, _key())
+    with lock_path.open("a") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger=warmup.__name__):
+            assert WarmUp.begin(_key(), cache_dir=cache) is None
+        waited = time.monotonic() - started
+    assert SHORT_WAIT_S <= waited < SHORT_WAIT_S + 2
+    assert any("AVDENOISE_WARMUP_WAIT sets how long" in r.getMessage() for r in caplog.records)
+
+
+def test_a_bad_wait_limit_turns_the_queue_off_with_a_warning(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", "soon")
+    with caplog.at_level(logging.WARNING, logger=warmup.__name__):
+        outcome = warm_up(_key(), lambda: None, cache_dir=cache)
+    assert outcome.ok and not outcome.queued
+    assert "AVDENOISE_WARMUP_WAIT must be a number of seconds" in caplog.text
+
+
 def test_warm_up_runs_compile_and_stamps(cache: Path) -> None:
     calls: list[int] = []
     assert warm_up(_key(), lambda: calls.append(1), cache_dir=cache).queued

@@ -140,6 +140,42 @@ def test_cache_dir_origin_names_who_decides(
     assert _warmup_cache.cache_dir_origin() == "in-memory"
 
 
+@pytest.mark.parametrize(
+    "compiler",
+    [
+        None,  # CuPy not imported yet: the environment decides
+        types.SimpleNamespace(get_cache_dir=lambda: ""),  # CuPy 13 re-reads it
+        types.SimpleNamespace(_kernel_cache_backend=_disk_cache("")),  # CuPy 14, made at import
+    ],
+    ids=["environment", "cupy-13", "cupy-14"],
+)
+def test_an_empty_cupy_cache_dir_is_no_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, compiler
+) -> None:
+    """Not the working folder, which ``Path("")`` is: nothing of the queue, the process
+    announcements or the device claims may land there."""
+    from avdenoise_vs._cuda import _crowd, _placement
+
+    monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    if compiler is not None:
+        _import_fake_cupy(monkeypatch, compiler)
+    monkeypatch.setenv("CUPY_CACHE_DIR", "")
+    monkeypatch.chdir(tmp_path)
+    assert _warmup_cache.cache_dir() is None
+    assert _warmup_cache.cache_dir_origin() == _warmup_cache.EMPTY_ORIGIN
+    monkeypatch.setattr(_warmup_cache, "cupy_installed", lambda: True)
+    assert warm_up(KEY, lambda: None).ok and not warm_up(KEY, lambda: None).queued
+    monkeypatch.setattr(_crowd, "_announced", None)
+    _crowd.announce()
+    assert _crowd.others() == 0
+    monkeypatch.setattr(_placement, "_chosen", None)
+    monkeypatch.setattr(_placement, "visible_count", lambda: 2)
+    monkeypatch.setattr(_placement, "free_memory", lambda count: [None] * count)
+    assert _placement.device_for_process(None) == 0
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_stamp_says_what_its_key_is_for(cache: Path) -> None:
     assert warm_up(KEY, lambda: None, cache_dir=cache).queued
     head, *detail = _paths(cache)[1].read_text().splitlines()

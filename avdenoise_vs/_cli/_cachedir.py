@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from avdenoise_vs._safefiles import read_file
+
 __all__ = ["CacheListing", "Stamp", "human_bytes", "read_stamp", "scan", "spec_summary"]
 
 STAMP_NAME: Final = re.compile(r"warm-([0-9a-f]{32})\.stamp")
 LOCK_NAME: Final = re.compile(r"warm-([0-9a-f]{32})\.lock")
-# `_warmup_files.write_stamp` writes `<stamp>.<pid>.<8 hex>.tmp` and replaces the stamp with
-# it; a process killed in between leaves it behind.
+# `_warmup_files.write_stamp` writes `<stamp>.<pid>.<8 hex>.tmp` (`_safefiles.write_file`) and
+# replaces the stamp with it; a process killed in between leaves it behind.
 STAMP_TEMP_NAME: Final = re.compile(r"warm-[0-9a-f]{32}\.stamp\.\d+\.[0-9a-f]{8}\.tmp")
 # CuPy names a cached binary after the SHA-1 hex digest of its key (MD5, 32 digits, in old
 # releases) and its kind: .cubin, .ltoir (link-time IR) or .hsaco (ROCm); with
@@ -197,9 +199,8 @@ def read_stamp(path: Path, key: str, size: int = 0, mtime: float = 0.0) -> Stamp
     """
     try:
         # A stamp is a few hundred bytes; a larger file under that name is not one of ours
-        # to read whole.
-        with open(path, encoding="utf-8", errors="replace") as file:
-            lines = file.read(64 * 1024).splitlines()
+        # to read whole. Never through a link, nor from a FIFO, which would hang the CLI.
+        lines = read_file(path, 64 * 1024).decode("utf-8", "replace").splitlines()
     except OSError:
         return Stamp(path, key, size, mtime)
     version = pid = env = None

@@ -2,22 +2,25 @@
 
 ``clear`` deletes only files whose whole name is one of ours (``warm-<key>.stamp``,
 ``warm-<key>.lock`` and a stamp's orphaned temporary) or CuPy's (``<sha1>.cubin`` and its
-kin, see `_cachedir`), at the top level of the directory, links excepted; without ``--yes``
-it only says what it would delete.
+kin, see `_cachedir`), at the top level of the directory, regular files only, never through
+a link; and only in a folder that holds at least one of them, so a folder that is no kernel
+cache is refused whole. Without ``--yes`` it only says what it would delete. An empty
+``CUPY_CACHE_DIR`` names no folder (not the working folder): both commands refuse it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from avdenoise_vs import _warmup_cache
 from avdenoise_vs._cli._cachedir import CacheListing, human_bytes, scan, spec_summary
+from avdenoise_vs._safefiles import remove_file
 
-__all__ = ["add_parser", "resolve_dir", "run"]
+__all__ = ["add_parser", "recognised", "resolve_dir", "run"]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -50,12 +53,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     for sub in (listing, clear):
         sub.add_argument(
             "--dir",
-            type=Path,
+            type=_folder,
             help="the cache directory (default: the one CuPy uses: CUPY_CACHE_DIR, "
             "else ~/.cupy/kernel_cache)",
         )
         sub.add_argument("--json", action="store_true", help="machine-readable output")
         sub.set_defaults(run=run)
+
+
+def _folder(text: str) -> Path:
+    """``--dir``'s value as a path; ``''`` is refused, which ``Path`` would read as ``'.'``."""
+    if not text:
+        raise argparse.ArgumentTypeError("must name a folder, got ''")
+    return Path(text)
 
 
 def resolve_dir(explicit: Path | None) -> tuple[Path | None, str]:
@@ -64,12 +74,11 @@ def resolve_dir(explicit: Path | None) -> tuple[Path | None, str]:
     Returns
     -------
     (pathlib.Path or None, str)
-        None when ``CUPY_CACHE_IN_MEMORY=1`` keeps CuPy's cache off disk.
+        None when ``CUPY_CACHE_IN_MEMORY=1`` keeps CuPy's cache off disk, or when
+        ``CUPY_CACHE_DIR`` is set but empty (origin ``_warmup_cache.EMPTY_ORIGIN``).
     """
     if explicit is not None:
         return explicit, "--dir"
-    from avdenoise_vs import _warmup_cache
-
     return _warmup_cache.cache_dir(), _warmup_cache.cache_dir_origin()
 
 
@@ -77,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
     """Run ``cache list`` or ``cache clear``; return the exit code."""
     directory, origin = resolve_dir(args.dir)
     if directory is None:
+        if origin == _warmup_cache.EMPTY_ORIGIN:
+            text = (
+                f"{_warmup_cache.EMPTY_WHY}; nothing listed or deleted: {_warmup_cache.EMPTY_FIX}"
+            )
+            _say(args, {"directory": None, "origin": origin, "error": text}, text)
+            return 1
         text = "CUPY_CACHE_IN_MEMORY=1: CuPy keeps its kernels in memory; no directory, no stamp"
         _say(args, {"directory": None, "origin": origin}, text)
         return 0
@@ -171,6 +186,14 @@ def _clear(args: argparse.Namespace, listing: CacheListing, origin: str) -> int:
     if listing.error:
         _say(args, {"origin": origin, **listing.as_dict()}, "\n".join(describe(listing, origin)))
         return 1
+    if listing.others and not recognised(listing):
+        text = (
+            f"{listing.directory} does not look like a CuPy kernel cache: nothing at its top "
+            "level is a cached kernel, a warm-up stamp or a lock file, so nothing was deleted "
+            "(--dir names another folder)"
+        )
+        _say(args, {"origin": origin, "directory": str(listing.directory), "error": text}, text)
+        return 1
     ours = [stamp.path for stamp in listing.stamps] + listing.stamp_temps + listing.locks
     kernels = [] if args.stamps_only else listing.kernels
     kernel_bytes = sum(_size(path) for path in kernels)
@@ -204,6 +227,12 @@ def _clear(args: argparse.Namespace, listing: CacheListing, origin: str) -> int:
     return 1 if failed else 0
 
 
+def recognised(listing: CacheListing) -> bool:
+    """Whether the folder of `listing` holds any of CuPy's cache files or our stamps and
+    locks at its top level: ``clear`` deletes nothing in a folder that does not."""
+    return bool(listing.kernels or listing.stamps or listing.locks or listing.stamp_temps)
+
+
 def _counts(deleted: list[Path], listing: CacheListing) -> str:
     """``2 stamps, 2 lock files, 12 of CuPy's cached kernel files`` for what was deleted."""
     gone = set(deleted)
@@ -229,13 +258,14 @@ def _size(path: Path) -> int:
 def _remove(path: Path, done: _Cleared) -> None:
     """Unlink one file; a file already gone counts as deleted."""
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        gone = remove_file(path)  # a regular file only: a link swapped in since the scan stays
     except OSError as exc:
         done.failed.append((path, exc.strerror or type(exc).__name__))
         return
-    done.deleted.append(path)
+    if gone:
+        done.deleted.append(path)
+    else:
+        done.failed.append((path, "no longer a regular file"))
 
 
 def _remove_lock(path: Path, done: _Cleared) -> None:

@@ -1,10 +1,10 @@
 """``python -m avdenoise_vs doctor``: what this machine runs the filters with, and what to fix.
 
-It reports the GPUs, the NVIDIA driver, CuPy and NVRTC, CuPy's kernel cache directory and
-the warm-up stamps in it, CUDA MPS, VapourSynth and the ``avdenoise`` plugin, then lists the
-problems it found, each with its fix. Exit status 0 when there is nothing to fix, 1
-otherwise. Every probe is guarded: the doctor must answer on a machine without CuPy, GPU or
-driver, since that is where it is needed most.
+It reports the GPUs, the NVIDIA driver, CuPy and NVRTC, CuPy's kernel cache directory with
+the warm-up stamps in it and who holds its lock files, CUDA MPS, VapourSynth and the
+``avdenoise`` plugin, then lists the problems it found, each with its fix. Exit status 0 when
+there is nothing to fix, 1 otherwise. Every probe is guarded: the doctor must answer on a
+machine without CuPy, GPU or driver, since that is where it is needed most.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any
 
 from avdenoise_vs._cli import _gpu, _python
 from avdenoise_vs._cli._cachedir import human_bytes, scan
+from avdenoise_vs._cli._locks import held_locks, lock_lines, lock_problems
+from avdenoise_vs._warmup_cache import EMPTY_FIX, EMPTY_ORIGIN, EMPTY_WHY, configured_wait_s
 
 __all__ = ["add_parser", "collect", "find_problems", "render", "run"]
 
@@ -78,10 +80,17 @@ def collect() -> dict[str, Any]:
 
 
 def _cache() -> dict[str, Any]:
-    """The cache directory probe, with the listing of its stamps and kernels."""
+    """The cache directory probe, with the listing of its stamps and kernels, the lock files
+    held now and the queue's wait limit."""
     info = _python.probe_cache_dir()
+    try:
+        info["wait_limit_s"] = configured_wait_s()
+    except ValueError as exc:
+        info["wait_error"] = str(exc)
     if info.get("directory"):
-        info["listing"] = scan(Path(info["directory"])).as_dict()
+        listing = scan(Path(info["directory"]))
+        info["listing"] = listing.as_dict()
+        info["held_locks"] = held_locks(listing.locks)
     return info
 
 
@@ -156,6 +165,8 @@ def _cupy_problems(cupy, gpus, no_driver, cuda, extra, add) -> None:
             "pip uninstall all of them, then " + _install(extra),
         )
     if cupy.get("import_error"):
+        if os.environ.get("CUPY_CACHE_DIR") == "":
+            return  # that is why: the cache's problem says so, with its fix
         add(
             f"CuPy is installed but cannot be imported ({cupy['import_error']})",
             "reinstall it: " + _install(extra, "--force-reinstall "),
@@ -187,7 +198,11 @@ def _cupy_problems(cupy, gpus, no_driver, cuda, extra, add) -> None:
 
 
 def _cache_problems(cache: dict[str, Any], add) -> None:
-    """A cache directory that cannot be written (CuPy would fail, the queue would be off)."""
+    """A cache directory that cannot be written (CuPy would fail, the queue would be off), a
+    lock another user holds, a wait limit that is not a number."""
+    lock_problems(cache, add)
+    if cache.get("origin") == EMPTY_ORIGIN:
+        add(f"{EMPTY_WHY}, and every filter runs on the CPU", EMPTY_FIX)
     if cache.get("directory") and cache.get("writable") is False:
         add(
             f"CuPy's kernel cache directory {cache['directory']} cannot be written "
@@ -325,6 +340,9 @@ def render(report: dict[str, Any]) -> str:
         lines += describe(listing, origin, indent="  ", most=_STAMPS_SHOWN)
         if cache.get("writable") is False:
             lines.append(f"  not writable: {cache.get('error')}")
+        lines += lock_lines(cache, "    ")
+    elif cache.get("origin") == EMPTY_ORIGIN:
+        lines.append("  CUPY_CACHE_DIR is set but empty: no folder, so CuPy cannot start")
     elif cache.get("origin") == "in-memory":
         lines.append("  CUPY_CACHE_IN_MEMORY=1: kernels stay in memory; no warm-up queue")
     else:

@@ -13,18 +13,20 @@ belongs to a process started at another time, and the next process that counts r
 Av1an starts its workers at once, so every worker of a fleet has announced itself by the time
 any of them has its context: the backend counts the others again in its warm-up, then.
 
-Nothing here raises: without a usable folder a process counts as alone, with a debug log.
+Nothing here raises: without a usable folder a process counts as alone, with a debug log. The
+folder and its files are made, read and removed through ``_safefiles``: a link planted there
+is never followed, and a folder that is a link is not used.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import re
 from pathlib import Path
 
-from ._placement import pid_alive, remove_file
+from .._safefiles import discard, read_file, remove_at_exit, subfolder, write_file
+from ._placement import pid_alive
 
 __all__ = ["FOLDER", "announce", "others", "start_time"]
 
@@ -53,15 +55,15 @@ def announce(folder: Path | None = None) -> None:
     folder = _folder() if folder is None else folder
     if folder is None:
         return
-    path = folder / f"{pid}.process"
+    name = f"{pid}.process"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(start_time(pid) or "", encoding="ascii")
+        with subfolder(folder) as fd:
+            write_file(name, (start_time(pid) or "").encode("ascii"), dir_fd=fd)
     except OSError as error:
         logger.debug("avdenoise: cannot announce this process in %s: %s", folder, error)
         return
-    _announced = (pid, path)
-    atexit.register(remove_file, path)
+    _announced = (pid, folder / name)
+    remove_at_exit(folder, name)
 
 
 def others(folder: Path | None = None) -> int:
@@ -69,20 +71,26 @@ def others(folder: Path | None = None) -> int:
     folder = _folder() if folder is None else folder
     if folder is None:
         return 0
-    own, count = os.getpid(), 0
     try:
-        entries = list(os.scandir(folder))
+        with subfolder(folder, create=False) as fd:
+            return _count(fd)
     except OSError as error:
         logger.debug("avdenoise: cannot count processes in %s: %s", folder, error)
         return 0
-    for entry in entries:
+
+
+def _count(fd: int) -> int:
+    """Count the live announcements in the open folder `fd`; remove the stale ones."""
+    own, count = os.getpid(), 0
+    for entry in list(os.scandir(fd)):
         match = _ANNOUNCEMENT.fullmatch(entry.name)
-        if match is None or int(match.group(1)) == own:
+        # Only regular files are announcements: a link under such a name was planted.
+        if match is None or int(match.group(1)) == own or not entry.is_file(follow_symlinks=False):
             continue
-        if _live(int(match.group(1)), Path(entry.path)):
+        if _live(int(match.group(1)), entry.name, fd):
             count += 1
         else:
-            remove_file(Path(entry.path))
+            discard(entry.name, dir_fd=fd)
     return count
 
 
@@ -97,13 +105,14 @@ def start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _live(pid: int, path: Path) -> bool:
-    """Whether the process that wrote the announcement `path` still runs: its pid is alive
-    and, where both are known, started when the announcement says (pids are reused)."""
+def _live(pid: int, name: str, fd: int) -> bool:
+    """Whether the process that wrote the announcement `name` (in the folder `fd`) still runs:
+    its pid is alive and, where both are known, started when the announcement says (pids are
+    reused)."""
     if not pid_alive(pid):
         return False
     try:
-        announced = path.read_text(encoding="ascii").strip()
+        announced = read_file(name, 64, dir_fd=fd).decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return True  # being written, or unreadable: the pid is alive
     started = start_time(pid)

@@ -9,7 +9,8 @@ index, and claims it under a lock so that processes starting together spread eve
 A claim is an empty file ``<pid>-<device>.claim`` in the folder ``placement/`` inside CuPy's
 kernel cache directory (``_warmup_cache.cache_dir``), the folder a fleet already shares for the
 warm-up queue. It is removed at exit; one left behind by a killed process is stale once its pid
-is dead, and is ignored and removed by the next process that looks.
+is dead, and is ignored and removed by the next process that looks. The folder, its lock and
+its claims go through ``_safefiles``: a link planted there is never followed.
 
 The choice is made in the early context's thread (``_context.py``), after its ``cuInit`` and
 before its context, while the main thread imports CuPy; through the driver API by ctypes:
@@ -24,7 +25,6 @@ gives device 0, with a debug log: a render never fails for want of a placement.
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import logging
 import os
@@ -34,9 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._safefiles import discard, locked, remove_at_exit, subfolder, write_file
+
 __all__ = [
     "Candidate", "choose", "claim_device", "count_claims", "device_for_process", "pid_alive",
-    "remove_file",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -138,37 +139,41 @@ def claim_device(
     """Choose among `count` devices under `folder`'s lock, claim the choice, return it.
 
     The claim is removed when the process exits. Raises what the folder or the lock raise
-    (OSError, ``filelock.Timeout``); :func:`device_for_process` turns that into device 0.
+    (OSError, TimeoutError); :func:`device_for_process` turns that into device 0.
     """
-    from .._warmup_files import new_lock
-
     pid = os.getpid() if pid is None else pid
-    folder.mkdir(parents=True, exist_ok=True)
     free = list(free) if free is not None else [None] * count
     # Free memory was read before the lock: NVML calls under it would queue the whole fleet.
-    with new_lock(folder / "placement.lock").acquire(timeout=LOCK_TIMEOUT_S):
-        claims = count_claims(folder, pid)
+    with subfolder(folder) as fd, locked("placement.lock", LOCK_TIMEOUT_S, dir_fd=fd):
+        claims = _count(fd, pid)
         candidates = [Candidate(i, claims.get(i, 0), free[i]) for i in range(count)]
         device = choose(candidates)
-        claim = folder / f"{pid}-{device}.claim"
-        claim.touch()
-    atexit.register(remove_file, claim)
+        claim = f"{pid}-{device}.claim"
+        write_file(claim, b"", dir_fd=fd)
+    remove_at_exit(folder, claim)
     logger.debug("avdenoise: placed on device %d of %d (claims %s)", device, count, claims)
     return device
 
 
 def count_claims(folder: Path, own_pid: int) -> dict[int, int]:
     """Live claims by device in `folder`, other than `own_pid`'s; stale ones are removed."""
+    with subfolder(folder, create=False) as fd:
+        return _count(fd, own_pid)
+
+
+def _count(fd: int, own_pid: int) -> dict[int, int]:
+    """`count_claims` in the open folder `fd`."""
     counts: dict[int, int] = {}
-    for entry in os.scandir(folder):
+    for entry in list(os.scandir(fd)):
         match = _CLAIM.fullmatch(entry.name)
-        if match is None:
+        # Only regular files are claims: a link under such a name was planted.
+        if match is None or not entry.is_file(follow_symlinks=False):
             continue
         pid, device = int(match.group(1)), int(match.group(2))
         if pid == own_pid:
             continue
         if not pid_alive(pid):
-            remove_file(Path(entry.path))
+            discard(entry.name, dir_fd=fd)
             continue
         counts[device] = counts.get(device, 0) + 1
     return counts
@@ -187,15 +192,6 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def remove_file(path: Path) -> None:
-    """Remove a claim (or ``_crowd``'s announcement); one already gone (another process saw
-    it stale) is fine."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as error:
-        logger.debug("avdenoise: cannot remove placement claim %s: %s", path, error)
 
 
 def visible_count() -> int:

@@ -45,6 +45,7 @@ from .._environment import debug_switch, positive_int, switch
 from .._errors import BackendUnavailable
 from .._options import FrameLayout
 from .._settings import PassSettings
+from .._warmup_cache import configured_wait_s
 from .._warmup_report import record_phase
 from . import _crowd, _transfer
 from ._buffers import SlotLayout, ThreadState
@@ -100,6 +101,7 @@ class CudaBackend:
     ) -> None:
         transfer = _transfer.setting(transfer)  # a bad value fails before CuPy is looked for
         sync = switch("AVDENOISE_CUDA_SYNC")
+        configured_wait_s()  # a bad AVDENOISE_WARMUP_WAIT fails here, not quietly in the queue
         mode = wait_mode(sync, passes)
         cupy, device_id = open_device(device_index, mode)
         set_sync_mode(device_id, mode)  # the early context's thread may not have got there

@@ -18,14 +18,15 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """Run ``python -m avdenoise_vs ARGS`` in a fresh interpreter; return the finished process.
 
     CuPy's cache goes to a temporary folder, so that nothing reads or writes ``~/.cupy``.
+    With ``text=False`` its output comes back as bytes, undecoded.
     """
     monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "cupy-cache"))
 
-    def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, cwd: Path | None = None, text: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "avdenoise_vs", *args],
             capture_output=True,
-            text=True,
+            text=text,
             timeout=CLI_TIMEOUT_S,
             cwd=cwd,
             check=False,

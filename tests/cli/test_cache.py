@@ -142,3 +142,42 @@ def test_in_memory_cache_has_no_directory(capsys, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "1")
     code, out = _run(capsys, "list")
     assert code == 0 and "CUPY_CACHE_IN_MEMORY=1" in out
+
+
+def test_an_empty_cupy_cache_dir_is_not_the_working_folder(
+    run_cli, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CuPy cannot make the folder '' (it fails at import); ``Path("")`` would be ``.``."""
+    monkeypatch.setenv("CUPY_CACHE_DIR", "")
+    monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+    before = _names(folder)
+    listed = run_cli("cache", "list", cwd=folder)
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    assert "CUPY_CACHE_DIR is set but empty, which names no folder" in listed.stdout
+    assert "unset CUPY_CACHE_DIR (CuPy then uses ~/.cupy/kernel_cache)" in listed.stdout
+    cleared = run_cli("cache", "clear", "--yes", "--json", cwd=folder)
+    assert cleared.returncode == 1 and json.loads(cleared.stdout)["directory"] is None
+    assert _names(folder) == before
+
+
+def test_an_empty_dir_option_is_refused(folder: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(folder)
+    before = _names(folder)
+    with pytest.raises(SystemExit) as exit_:
+        main(["cache", "clear", "--dir", "", "--yes"])
+    assert exit_.value.code == 2
+    assert "--dir: must name a folder, got ''" in capsys.readouterr().err
+    assert _names(folder) == before
+
+
+def test_clear_refuses_a_folder_that_is_no_kernel_cache(tmp_path: Path, capsys) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine")
+    (work / "sub").mkdir()
+    code, out = _run(capsys, "clear", "--dir", str(work), "--yes")
+    assert code == 1
+    assert f"{work} does not look like a CuPy kernel cache" in out and "nothing was deleted" in out
+    assert _names(work) == {"notes.txt", "sub"}
+    code, out = _run(capsys, "clear", "--dir", str(tmp_path / "nowhere"), "--yes")
+    assert code == 0 and "nothing" in out  # a cache not made yet: nothing to refuse

@@ -228,6 +228,20 @@ def test_cache_vapoursynth_and_filelock_problems() -> None:
     assert fixes[2].endswith("-> pip install 'filelock>=3.30.0'")
 
 
+def test_an_empty_cupy_cache_dir_is_the_problem_not_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy 14 fails at import with it; reinstalling CuPy would not help."""
+    from avdenoise_vs._warmup_cache import EMPTY_ORIGIN
+
+    monkeypatch.setenv("CUPY_CACHE_DIR", "")
+    error = "FileNotFoundError: [Errno 2] No such file or directory: ''"
+    cupy = {"installed": True, "packages": ["cupy-cuda13x 14.2.0"], "import_error": error}
+    report = _report(cupy=cupy, cache={"directory": None, "origin": EMPTY_ORIGIN})
+    (fix,) = _fixes(report)
+    assert "CUPY_CACHE_DIR is set but empty, which names no folder" in fix
+    assert fix.endswith("-> unset CUPY_CACHE_DIR (CuPy then uses ~/.cupy/kernel_cache), or set "
+                        "it to a folder")  # fmt: skip
+
+
 def test_an_editable_install_without_autoload() -> None:
     report = _report(vapoursynth={"installed": True, "version": "R81.0", "registered": False,
                                   "editable": True})  # fmt: skip

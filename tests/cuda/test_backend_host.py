@@ -87,6 +87,17 @@ def _backend(name: str, transfer: str, radius: int = 1, **kwargs):
     return backend, layout, written
 
 
+def test_a_bad_warm_up_wait_fails_the_backend(fake_cuda, monkeypatch) -> None:
+    monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", "3 min")
+    with pytest.raises(
+        ValueError,
+        match=r"AVDENOISE_WARMUP_WAIT must be a number of seconds, at least 0, got '3 min'",
+    ):
+        _backend("GRAY8", "direct")
+    monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", "30")
+    assert _backend("GRAY8", "direct")[0] is not None
+
+
 @pytest.mark.parametrize("transfer", ["direct", "staged"])
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_every_plane_gets_its_window_in_order(fake_cuda, caller, name, transfer):
