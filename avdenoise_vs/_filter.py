@@ -87,6 +87,7 @@ def backend_name(backend) -> str:
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.Denoise``: validate the arguments and build its plan."""
     values = parse_arguments("Denoise", DENOISE_PARAMS, args, algorithm_key="algorithm")
+    warn_ignored("Denoise", DENOISE_PARAMS, values, args)
     if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         _check_bm3d_ref("Denoise", args)
 
@@ -150,14 +151,20 @@ def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
 def warn_ignored(
     function: str, params: Sequence[Param], values: Mapping[str, Any], args: Mapping
 ) -> None:
-    """Warn in VapourSynth's log about each compatibility argument the script gave: it is
-    accepted so that a rival's call runs unchanged, but it changes nothing here."""
+    """Warn in VapourSynth's log about each argument the script gave that changes nothing:
+    a compatibility argument (accepted so that a rival's call runs unchanged), or a setting of
+    V-BM3D's predictive search with radius=0."""
     for param in params:
-        if param.ignored and param.name in args:
+        if param.name not in args:
+            continue
+        given = f"avdenoise.{function}: {param.name}={values[param.name]!r} changes nothing"
+        if param.ignored:
+            vs_warning(logger, f"{given} here: {param.doc}")
+        elif param.temporal and values["radius"] == 0:
             vs_warning(
                 logger,
-                f"avdenoise.{function}: {param.name}={values[param.name]!r} changes nothing "
-                f"here: {param.doc}",
+                f"{given} with radius=0: it steers V-BM3D's predictive search in the next "
+                "frames, which only radius > 0 runs",
             )
 
 

@@ -134,6 +134,9 @@ class Param:
     ignored : bool
         A compatibility argument that is accepted and changes nothing: a script that gives it
         gets a warning in VapourSynth's log.
+    temporal : bool
+        Read only when ``radius > 0`` (V-BM3D's predictive search): a script that gives it
+        with ``radius=0`` gets a warning in VapourSynth's log.
     """
 
     name: str
@@ -146,6 +149,7 @@ class Param:
     required: bool = False
     max_items: int | None = None
     ignored: bool = False
+    temporal: bool = False
 
     def default_for(self, algorithm: str) -> Any:
         """The default that applies when `algorithm` runs."""

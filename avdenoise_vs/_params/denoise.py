@@ -235,6 +235,7 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         allowed=Range(1, 8),
         algorithms=_BM3D,
         alias="BM3DCUDA ps_num",
+        temporal=True,
     ),
     Param(
         "ps_range",
@@ -245,6 +246,7 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         allowed=Range(1, 16),
         algorithms=_BM3D,
         alias="BM3DCUDA ps_range",
+        temporal=True,
     ),
     Param(
         "device",
