@@ -91,7 +91,7 @@ def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         _check_bm3d_ref("Denoise", args)
 
-    written = values["channels"] if "channels" in args else None
+    written = args["channels"][0] if "channels" in args else None
 
     def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
         return plan_passes("Denoise", values, layout, written)
@@ -103,10 +103,10 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.NLMeans``: KNLMeansCL's signature, translated to Denoise's settings."""
     knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
     warn_ignored("NLMeans", NLMEANS_PARAMS, knlm, args)
-    channels = KNLM_CHANNELS[knlm["channels"].upper()]
+    channels = KNLM_CHANNELS[knlm["channels"]]
     device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
     # Messages about the translated settings name them as the script wrote them.
-    written = knlm["channels"] if channels is not None else None
+    written = args["channels"][0] if channels is not None else None
     spelling = {value: name for name, value in KNLM_CHANNELS.items() if value is not None}
     # Start from Denoise's own defaults, so that every setting a pass reads is present.
     values = {param.name: param.default_for(Algorithm.NLM.value) for param in DENOISE_PARAMS}

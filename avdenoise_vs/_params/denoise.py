@@ -103,10 +103,9 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "'yuv' (all three planes with one joint distance, 4:4:4 only; BM3D matches blocks on "
         "luma, as CBM3D); 'rgb' (RGB clips, joint; BM3D works in CBM3D's opponent colour "
         "space, strength being the deviation of the noise in R, G and B). Planes not denoised "
-        "are passed through unchanged. RGB clips use 'rgb' when channels is not given. Any "
-        "case.",
+        "are passed through unchanged. RGB clips use 'rgb' when channels is not given.",
         default="lumachroma",
-        allowed=Choice(CHANNELS, fold_case=True),
+        allowed=Choice(CHANNELS),
         alias="KNLMeansCL channels",
     ),
     Param(

@@ -38,11 +38,11 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
     Param(
         "channels",
         "str",
-        "KNLMeansCL's plane selection, any case: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
+        "KNLMeansCL's plane selection: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
         "clips), 'Y', 'UV' (chroma jointly), 'YUV' (joint, 4:4:4 only) or 'RGB'. Planes not "
         "selected are passed through.",
         default="auto",
-        allowed=Choice(tuple(KNLM_CHANNELS), fold_case=True),
+        allowed=Choice(tuple(KNLM_CHANNELS)),
         alias="Denoise channels",
     ),
     _as("wmode", "wmode"),
