@@ -127,9 +127,8 @@ def literal(value: Any) -> str:
 
 def annotation(param: Param) -> str:
     """The parameter's type as Python writes it (``int | None``), for signatures and stubs."""
+    # A choice is a str: any case is taken ('NLM'), which a Literal would reject.
     item = _SCALAR_TYPES[param.kind.removesuffix("[]")]
-    if isinstance(param.allowed, Choice) and not param.allowed.fold_case:
-        item = "Literal[" + ", ".join(map(literal, param.allowed.values)) + "]"
     text = f"{item} | Sequence[{item}]" if param.kind in LIST_KINDS else item
     return text if default_value(param) is not None or param.required else f"{text} | None"
 
@@ -162,7 +161,7 @@ def signature(function: ApiFunction) -> inspect.Signature:
 def _doc_type(param: Param) -> str:
     """The numpydoc type of a parameter: ``{'nlm', 'bm3d'}, default 'nlm'``."""
     item = _SCALAR_TYPES[param.kind.removesuffix("[]")]
-    if isinstance(param.allowed, Choice) and not param.allowed.fold_case:
+    if isinstance(param.allowed, Choice):
         item = "{" + ", ".join(map(repr, param.allowed.values)) + "}"
     text = f"{item} or sequence of {item}" if param.kind in LIST_KINDS else item
     if param.required:
@@ -179,7 +178,7 @@ def _doc_entry(param: Param) -> list[str]:
     if isinstance(param.default, Mapping):
         text += " Default: " + ", ".join(f"{k} {v!r}" for k, v in param.default.items()) + "."
     if param.kind != "clip":
-        text += f" Allowed: {param.describe_allowed()}."
+        text += f" Allowed: {param.document_allowed()}."
     if param.algorithms is not None:
         text += " Only with " + " or ".join(f"algorithm={a!r}" for a in param.algorithms) + "."
     if param.alias:

@@ -5,10 +5,12 @@ The README's table and docs/ARCHITECTURE.md's are generated from :data:`VARIABLE
 :func:`switch`, the comparison switches, all in the one variable ``AVDENOISE_DEBUG``, through
 :func:`debug_switch` and :func:`positive_int`, and durations through :func:`seconds`; each
 checks the value against its table. A bad value is an error that names the variable, the item
-or value and what is allowed, raised when a filter is created. The warm-up queue reads
-``AVDENOISE_WARMUP`` and ``AVDENOISE_WARMUP_REPORT`` leniently (``warmup.py``), because
-nothing about the queue may fail a render; its wait limit is checked when a CUDA filter is
-created, before the queue runs.
+or value and what is allowed, raised when a CUDA filter is created (:func:`check_cuda_settings`):
+what a CUDA backend reads before it knows that its device is there is read leniently, so that
+no setting of a backend that cannot run fails ``device='auto'`` where the CPU runs instead.
+The warm-up queue reads ``AVDENOISE_WARMUP`` and ``AVDENOISE_WARMUP_REPORT`` leniently
+(``warmup.py``), because nothing about the queue may fail a render; its wait limit is checked
+when a CUDA filter is created, before the queue runs.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "VARIABLES",
     "DebugKey",
     "Variable",
+    "check_cuda_settings",
     "debug_switch",
     "debug_table",
     "default",
@@ -120,7 +123,8 @@ VARIABLES: tuple[Variable, ...] = (
         "or sleep until the GPU is done. `auto`: NLM leaves it to the driver (spin while a "
         "process has fewer contexts than the machine has cores); a process whose first CUDA "
         "filter runs BM3D sleeps. Spinning or yielding costs CPU that an Av1an fleet's "
-        "sources, encoders and other workers could use.",
+        "sources, encoders and other workers could use. A bad value is an error when a CUDA "
+        "filter is created; runs on the CPU never read it.",
         choices=("auto", "spin", "yield", "block"),
     ),
     Variable(
@@ -130,7 +134,8 @@ VARIABLES: tuple[Variable, ...] = (
         "Switches for comparison benchmarks, never needed to render: comma-separated "
         "`key=value` items, the keys in docs/ARCHITECTURE.md "
         "(`transfer=direct,host_copies=python`). A bad key or value is an error when a CUDA "
-        "filter is created.",
+        "filter is created; runs on the CPU (`device='auto'` without a usable GPU included) "
+        "never read it.",
     ),
 )
 
@@ -255,17 +260,20 @@ def default(name: str) -> str:
     return _BY_NAME[name].default
 
 
-def switch(name: str) -> str:
+def switch(name: str, *, lenient: bool = False) -> str:
     """The value of switch `name` (lower case), or its default when unset or empty.
+
+    With `lenient`, a value that is not one of the choices gives the default too (see
+    :func:`check_cuda_settings`).
 
     Raises
     ------
     ValueError
-        When the value is not one of the switch's choices.
+        When the value is not one of the switch's choices (unless `lenient`).
     """
     variable = _BY_NAME[name]
     value = os.environ.get(name, "").strip().lower()
-    if not value:
+    if not value or (lenient and value not in variable.choices):
         return variable.default
     if value not in variable.choices:
         allowed = ", ".join(repr(choice) for choice in variable.choices)
@@ -296,18 +304,41 @@ def seconds(name: str) -> float:
     return value
 
 
-def debug_switch(key: str) -> str:
+def debug_switch(key: str, *, lenient: bool = False) -> str:
     """The value of switch `key` in ``AVDENOISE_DEBUG`` (lower case), or its default.
+
+    With `lenient`, a malformed ``AVDENOISE_DEBUG`` gives the default too (see
+    :func:`check_cuda_settings`).
 
     Raises
     ------
     ValueError
-        When ``AVDENOISE_DEBUG`` is malformed (see :func:`_debug_items`).
+        When ``AVDENOISE_DEBUG`` is malformed (see :func:`_debug_items`), unless `lenient`.
     """
     setting = _BY_KEY[key]  # KeyError: only keys of the table are read
     if not setting.choices:
         raise TypeError(f"{key} takes a positive integer, not one of a switch's choices")
-    return _debug_items(os.environ.get(DEBUG, "")).get(key, setting.default)
+    try:
+        items = _debug_items(os.environ.get(DEBUG, ""))
+    except ValueError:
+        if lenient:
+            return setting.default
+        raise
+    return items.get(key, setting.default)
+
+
+def check_cuda_settings() -> None:
+    """Check every switch a CUDA backend reads: the backend calls it once its device is
+    known to be there, so that a bad value is that CUDA filter's error and never fails
+    ``device='auto'`` on a machine where no CUDA backend can run (the CPU runs there).
+
+    Raises
+    ------
+    ValueError
+        For a bad ``AVDENOISE_CUDA_SYNC`` or a malformed ``AVDENOISE_DEBUG``.
+    """
+    switch("AVDENOISE_CUDA_SYNC")
+    _debug_items(os.environ.get(DEBUG, ""))
 
 
 def positive_int(key: str) -> int | None:

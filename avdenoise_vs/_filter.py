@@ -87,10 +87,11 @@ def backend_name(backend) -> str:
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.Denoise``: validate the arguments and build its plan."""
     values = parse_arguments("Denoise", DENOISE_PARAMS, args, algorithm_key="algorithm")
+    warn_ignored("Denoise", DENOISE_PARAMS, values, args)
     if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         _check_bm3d_ref("Denoise", args)
 
-    written = values["channels"] if "channels" in args else None
+    written = args["channels"][0] if "channels" in args else None
 
     def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
         return plan_passes("Denoise", values, layout, written)
@@ -102,10 +103,10 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     """``core.avdenoise.NLMeans``: KNLMeansCL's signature, translated to Denoise's settings."""
     knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
     warn_ignored("NLMeans", NLMEANS_PARAMS, knlm, args)
-    channels = KNLM_CHANNELS[knlm["channels"].upper()]
+    channels = KNLM_CHANNELS[knlm["channels"]]
     device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
     # Messages about the translated settings name them as the script wrote them.
-    written = knlm["channels"] if channels is not None else None
+    written = args["channels"][0] if channels is not None else None
     spelling = {value: name for name, value in KNLM_CHANNELS.items() if value is not None}
     # Start from Denoise's own defaults, so that every setting a pass reads is present.
     values = {param.name: param.default_for(Algorithm.NLM.value) for param in DENOISE_PARAMS}
@@ -150,14 +151,20 @@ def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
 def warn_ignored(
     function: str, params: Sequence[Param], values: Mapping[str, Any], args: Mapping
 ) -> None:
-    """Warn in VapourSynth's log about each compatibility argument the script gave: it is
-    accepted so that a rival's call runs unchanged, but it changes nothing here."""
+    """Warn in VapourSynth's log about each argument the script gave that changes nothing:
+    a compatibility argument (accepted so that a rival's call runs unchanged), or a setting of
+    V-BM3D's predictive search with radius=0."""
     for param in params:
-        if param.ignored and param.name in args:
+        if param.name not in args:
+            continue
+        given = f"avdenoise.{function}: {param.name}={values[param.name]!r} changes nothing"
+        if param.ignored:
+            vs_warning(logger, f"{given} here: {param.doc}")
+        elif param.temporal and values["radius"] == 0:
             vs_warning(
                 logger,
-                f"avdenoise.{function}: {param.name}={values[param.name]!r} changes nothing "
-                f"here: {param.doc}",
+                f"{given} with radius=0: it steers V-BM3D's predictive search in the next "
+                "frames, which only radius > 0 runs",
             )
 
 

@@ -76,15 +76,21 @@ class Range:
 
 @dataclass(frozen=True)
 class Choice:
-    """One of a fixed set of values; with `fold_case`, strings match whatever their case."""
+    """One of a fixed set of values; strings match whatever their case (see `canonical`)."""
 
     values: tuple[Any, ...]
-    fold_case: bool = False
 
     def check(self, value: Any) -> bool:
-        if self.fold_case and isinstance(value, str):
-            return value.upper() in (v.upper() for v in self.values)
-        return value in self.values
+        return self.canonical(value) in self.values
+
+    def canonical(self, value: Any) -> Any:
+        """The table's spelling of `value` ('NLM' is 'nlm'); anything else as it is."""
+        if isinstance(value, str):
+            folded = value.casefold()
+            for known in self.values:
+                if isinstance(known, str) and known.casefold() == folded:
+                    return known
+        return value
 
     def describe(self, kind: str) -> str:
         return "one of " + ", ".join(repr(v) for v in self.values)
@@ -92,13 +98,18 @@ class Choice:
 
 @dataclass(frozen=True)
 class Pattern:
-    """A string matching a regular expression, described in words."""
+    """A string matching a regular expression written in lower case, described in words; it
+    matches whatever the case, and stands for its lower-case spelling (see `canonical`)."""
 
     regex: str
     words: str
 
     def check(self, value: str) -> bool:
-        return re.fullmatch(self.regex, value) is not None
+        return re.fullmatch(self.regex, value, re.IGNORECASE) is not None
+
+    def canonical(self, value: Any) -> Any:
+        """`value` in lower case where it matches ('CUDA:0' is 'cuda:0'); else as it is."""
+        return value.lower() if isinstance(value, str) and self.check(value) else value
 
     def describe(self, kind: str) -> str:
         return self.words
@@ -134,6 +145,9 @@ class Param:
     ignored : bool
         A compatibility argument that is accepted and changes nothing: a script that gives it
         gets a warning in VapourSynth's log.
+    temporal : bool
+        Read only when ``radius > 0`` (V-BM3D's predictive search): a script that gives it
+        with ``radius=0`` gets a warning in VapourSynth's log.
     """
 
     name: str
@@ -146,6 +160,7 @@ class Param:
     required: bool = False
     max_items: int | None = None
     ignored: bool = False
+    temporal: bool = False
 
     def default_for(self, algorithm: str) -> Any:
         """The default that applies when `algorithm` runs."""
@@ -165,6 +180,11 @@ class Param:
         if self.max_items is None:
             return "a non-empty list, each item " + text
         return f"a list of 1 to {self.max_items} items, each item {text}"
+
+    def document_allowed(self) -> str:
+        """The allowed values as the docs give them: those of strings are taken in any case."""
+        text = self.describe_allowed()
+        return text + ", in any case" if isinstance(self.allowed, (Choice, Pattern)) else text
 
 
 def vs_signature(params: Sequence[Param]) -> str:
@@ -207,7 +227,8 @@ def parse_arguments(
     Returns
     -------
     dict
-        Every parameter by name; unset optional ones hold their (algorithm's) default.
+        Every parameter by name; unset optional ones hold their (algorithm's) default, and
+        strings of a choice or pattern hold the table's spelling whatever the script's case.
 
     Raises
     ------
@@ -218,13 +239,16 @@ def parse_arguments(
     """
     by_name = {p.name: p for p in params}
     check_names(function, params, args)
-    values = {name: _scalar(by_name[name], raw) for name, raw in args.items()}
+    # Strings take the table's spelling first, so that 'NLM' selects the algorithm 'nlm'.
+    values = {
+        name: _canonical(by_name[name], _scalar(by_name[name], raw)) for name, raw in args.items()
+    }
     if algorithm_key is not None:
         algorithm = values.get(algorithm_key, by_name[algorithm_key].default)
     result = {}
     for param in params:
         if param.name not in values:
-            result[param.name] = param.default_for(algorithm)
+            result[param.name] = _canonical(param, param.default_for(algorithm))
             continue
         value = values[param.name]
         if param.kind != "clip":
@@ -258,6 +282,14 @@ def check_names(function: str, params: Sequence[Param], names: Iterable[str]) ->
 def _scalar(param: Param, raw: list[Any]) -> Any:
     """VapourSynth passes every argument as a list; scalars take its single element."""
     return list(raw) if param.kind in LIST_KINDS else raw[0]
+
+
+def _canonical(param: Param, value: Any) -> Any:
+    """`value` (each item of a list) in the table's spelling, for choices and patterns."""
+    canonical = getattr(param.allowed, "canonical", None)
+    if canonical is None:
+        return value
+    return [canonical(item) for item in value] if param.kind in LIST_KINDS else canonical(value)
 
 
 def _check_value(function: str, param: Param, value: Any) -> None:
@@ -297,7 +329,7 @@ def markdown_table(params: Sequence[Param]) -> str:
         read_by = "all" if p.algorithms is None else ", ".join(p.algorithms)
         doc = p.doc + (f" (alias: {p.alias})" if p.alias else "")
         rows.append(
-            f"| `{p.name}` | {p.kind} | {default} | {p.describe_allowed()} | {read_by} | {doc} |"
+            f"| `{p.name}` | {p.kind} | {default} | {p.document_allowed()} | {read_by} | {doc} |"
         )
     return "\n".join(rows)
 

@@ -41,7 +41,7 @@ def plan_passes(
     function : str
         Function name, for messages.
     values : mapping
-        Denoise's validated settings; ``channels`` in any case.
+        Denoise's validated settings (``channels`` in the table's spelling).
     layout : FrameLayout
         The clip's format and size.
     written : str or None
@@ -57,7 +57,7 @@ def plan_passes(
         For a ``channels`` value the clip's colour family cannot take, or a luma_ / chroma_
         override that no pass would read.
     """
-    channels = values["channels"].lower()
+    channels = values["channels"]
     if layout.color_family is ColorFamily.RGB and written is None:
         channels = "rgb"
     said = _Said(function, channels if written is None else written, spelling)

@@ -1,14 +1,19 @@
-"""Measure Denoise's NLM strength against Gaussian noise: the table behind its default.
+"""Measure Denoise's strength against Gaussian noise, per algorithm: the tables behind its
+defaults.
 
-    python scripts/strength_table.py                  # the README's table (a few minutes)
+    python scripts/strength_table.py                  # the README's tables (about 5 minutes)
     python scripts/strength_table.py --quick          # one picture, fewer strengths
+    python scripts/strength_table.py --algorithm bm3d --crop 96
 
-Each picture is seen through a crop panning 3 pixels a frame (3 frames, so that radius=1
-has real motion to match), converted to YUV 4:2:0 8-bit (GRAY for gray pictures) and given
-white Gaussian noise of each sigma on every plane. The middle frame is denoised with
-Denoise's defaults (radius=1, search_radius=2, patch_radius=4, channels='lumachroma') on the
-CPU backend at each strength; the table gives the luma PSNR gain in dB (output against the
-clean frame, minus noisy against clean), averaged over the pictures.
+Each picture is seen through a crop panning 3 pixels a frame (3 frames, so that NLM's
+radius=1 has real motion to match), converted to YUV 4:2:0 8-bit (GRAY for gray pictures)
+and given white Gaussian noise of each sigma on every plane. The middle frame's luma is
+denoised with Denoise's other defaults for the algorithm (NLM: radius=1, search_radius=2,
+patch_radius=4; BM3D: radius=0, stages=2, block_step=3, bm_range=19) on the CPU backend at
+each strength; luma alone, since the luma pass does not depend on the chroma ones. Each table
+gives the luma PSNR gain in dB (output against the clean frame, minus noisy against clean),
+averaged over the pictures, with the algorithm's default strength in bold, and the strength
+whose smallest gain over sigma 5 to 10 is largest.
 """
 
 from __future__ import annotations
@@ -22,11 +27,17 @@ import vapoursynth as vs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from avdenoise_vs._params import DENOISE_PARAMS
 from avdenoise_vs.sample import psnr, sample_frames
 
-CROP, PAN, LENGTH = 192, 3, 3
-SIGMAS = (2.0, 3.0, 4.0, 6.0, 8.0)
-STRENGTHS = (1.2, 2.0, 2.4, 2.8, 3.0, 3.2, 3.6, 4.0, 5.0, 6.0, 8.0)
+CROP, PAN, LENGTH = 128, 3, 3
+SIGMAS = (2.0, 3.0, 5.0, 8.0, 10.0)
+#: The noise the defaults are chosen for (the pick: best worst case over these sigmas).
+TARGET_SIGMAS = (5.0, 8.0, 10.0)
+STRENGTHS = {
+    "nlm": (1.2, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.0),
+    "bm3d": (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0),
+}
 
 
 def pictures(quick: bool) -> dict[str, np.ndarray]:
@@ -41,13 +52,13 @@ def pictures(quick: bool) -> dict[str, np.ndarray]:
     return found
 
 
-def clips(core, picture: np.ndarray, sigma: float):
-    """(clean, noisy) clips of a picture panning under a crop window."""
+def clips(core, picture: np.ndarray, sigma: float, crop: int = CROP):
+    """(clean, noisy) clips of a picture panning under a `crop`-pixel square window."""
     gray = picture.ndim == 2
     rng = np.random.default_rng(7)
-    crops = [picture[n * PAN : n * PAN + CROP, n * PAN : n * PAN + CROP] for n in range(LENGTH)]
+    crops = [picture[n * PAN : n * PAN + crop, n * PAN : n * PAN + crop] for n in range(LENGTH)]
     source = core.std.BlankClip(
-        width=CROP, height=CROP, format=vs.GRAY8 if gray else vs.RGB24, length=LENGTH
+        width=crop, height=crop, format=vs.GRAY8 if gray else vs.RGB24, length=LENGTH
     )
 
     def fill(n: int, f):
@@ -78,29 +89,63 @@ def luma(clip, n: int) -> np.ndarray:
     return np.array(clip.get_frame(n)[0], copy=True)
 
 
+def default_strength(algorithm: str) -> float:
+    """Denoise's default strength for `algorithm`, from the parameter table."""
+    return next(p for p in DENOISE_PARAMS if p.name == "strength").default_for(algorithm)
+
+
+def measure(core, algorithm: str, strengths, pics, crop: int) -> dict:
+    """Gains by (sigma, strength), one per picture."""
+    gains = {(s, h): [] for s in SIGMAS for h in strengths}
+    for name, picture in pics.items():
+        for sigma in SIGMAS:
+            clean, noisy = clips(core, picture, sigma, crop)
+            want, before = luma(clean, 1), luma(noisy, 1)
+            for h in strengths:
+                out = core.avdenoise.Denoise(
+                    noisy, algorithm=algorithm, channels="luma", strength=h, device="cpu"
+                )
+                gain = psnr(luma(out, 1), want, 255.0) - psnr(before, want, 255.0)
+                gains[sigma, h].append(gain)
+                print(f"{algorithm} {name:10s} sigma {sigma:g} strength {h:g}: {gain:+.2f} dB",
+                      flush=True)  # fmt: skip
+    return gains
+
+
+def table(algorithm: str, strengths, gains: dict) -> str:
+    """The markdown table of mean gains, the default in bold, and the pick below it."""
+    default = default_strength(algorithm)
+    lines = [f"{algorithm.upper()}:", ""]
+    lines.append("| strength | " + " | ".join(f"sigma {s:g}" for s in SIGMAS) + " |")
+    lines.append("|---|" + "---|" * len(SIGMAS))
+    for h in strengths:
+        row = " | ".join(f"{np.mean(gains[s, h]):+.2f}" for s in SIGMAS)
+        lines.append(f"| {f'**{h:g}**' if h == default else f'{h:g}'} | {row} |")
+    worst = {h: min(np.mean(gains[s, h]) for s in TARGET_SIGMAS) for h in strengths}
+    pick = max(worst, key=worst.get)
+    target = ", ".join(f"{s:g}" for s in TARGET_SIGMAS)
+    lines += ["", f"Best worst case over sigma {target}: strength {pick:g} ({worst[pick]:+.2f} dB)"]
+    return "\n".join(lines)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one picture, fewer strengths")
+    parser.add_argument("--algorithm", choices=("nlm", "bm3d", "both"), default="both")
+    parser.add_argument("--crop", type=int, default=CROP, help=f"crop side (default {CROP})")
     args = parser.parse_args()
     core = vs.core
     import avdenoise_vs  # noqa: F401  (loads an editable checkout's bridge)
 
-    strengths = STRENGTHS[::2] if args.quick else STRENGTHS
-    gains = {(s, h): [] for s in SIGMAS for h in strengths}
-    for name, picture in pictures(args.quick).items():
-        for sigma in SIGMAS:
-            clean, noisy = clips(core, picture, sigma)
-            want, before = luma(clean, 1), luma(noisy, 1)
-            for h in strengths:
-                out = core.avdenoise.Denoise(noisy, strength=h, device="cpu")
-                gain = psnr(luma(out, 1), want, 255.0) - psnr(before, want, 255.0)
-                gains[sigma, h].append(gain)
-                print(f"{name:10s} sigma {sigma:g} strength {h:g}: {gain:+.2f} dB", flush=True)
-    print("\n| strength | " + " | ".join(f"sigma {s:g}" for s in SIGMAS) + " |")
-    print("|---|" + "---|" * len(SIGMAS))
-    for h in strengths:
-        row = " | ".join(f"{np.mean(gains[s, h]):+.2f}" for s in SIGMAS)
-        print(f"| {h:g} | {row} |")
+    algorithms = ("nlm", "bm3d") if args.algorithm == "both" else (args.algorithm,)
+    pics = pictures(args.quick)
+    tables = []
+    for algorithm in algorithms:
+        strengths = STRENGTHS[algorithm][::2] if args.quick else STRENGTHS[algorithm]
+        tables.append(
+            table(algorithm, strengths, measure(core, algorithm, strengths, pics, args.crop))
+        )
+    print("\n" + "\n\n".join(tables))
 
 
 if __name__ == "__main__":

@@ -54,11 +54,11 @@ def test_signature_comes_from_the_table(name):
 
 def test_defaults_in_signatures_and_docstrings():
     sig = inspect.signature(avdenoise_vs.denoise).parameters
-    assert sig["strength"].default == 3.0 and sig["radius"].default is None
+    assert sig["strength"].default is None and sig["radius"].default is None
     assert inspect.signature(avdenoise_vs.nlmeans).parameters["h"].default == 1.2
     assert inspect.signature(avdenoise_vs.nlmeans).parameters["d"].default == 1
     doc = avdenoise_vs.denoise.__doc__
-    assert "strength : float, default 3.0\n" in doc
+    assert "strength : float, optional\n" in doc and "Default: nlm 4.5, bm3d 7.0." in doc
     assert "algorithm : {'nlm', 'bm3d'}, default 'nlm'\n" in doc
     assert "radius : int, optional\n" in doc and "Default: nlm 1, bm3d 0." in doc
     assert "Only with algorithm='bm3d'." in doc
@@ -144,7 +144,7 @@ def test_checked_in_stub_matches_the_table():
     )
     assert done.returncode == 0, done.stderr
     stub = (ROOT / "avdenoise_vs" / "_api.pyi").read_text()
-    assert "    strength: float = 3.0,\n" in stub and "    h: float = 1.2,\n" in stub
+    assert "    strength: float | None = None,\n" in stub and "    h: float = 1.2,\n" in stub
 
 
 def test_namespace_points_to_the_api(core):

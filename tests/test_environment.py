@@ -127,18 +127,6 @@ def test_bad_seconds_name_the_variable_the_value_and_what_is_allowed(
         seconds("AVDENOISE_WARMUP_WAIT")
 
 
-def test_a_bad_wait_limit_fails_a_cuda_filters_creation(core, monkeypatch) -> None:
-    """Checked when the filter is made, like the other variables: not left to the warm-up,
-    which must never fail a render and would only fall back to its default."""
-    import vapoursynth as vs
-
-    from .fake_cuda_backend import random_clip
-
-    monkeypatch.setenv("AVDENOISE_WARMUP_WAIT", "-5")
-    with pytest.raises(vs.Error, match=r"AVDENOISE_WARMUP_WAIT must be a number of seconds"):
-        core.avdenoise.Denoise(random_clip(core), device="cuda")
-
-
 def test_only_variables_and_keys_of_the_tables_are_read() -> None:
     with pytest.raises(KeyError):
         switch("AVDENOISE_NOT_A_VARIABLE")

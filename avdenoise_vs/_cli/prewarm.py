@@ -91,11 +91,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             options.update(nargs="+", type=_LIST_TYPES[param.kind])
         else:
             options["type"] = _bool if param.kind == "bool" else _TYPES[param.kind]
+        # Choices are shown, not enforced: the filter takes them in any case, and checks them.
         values = getattr(param.allowed, "values", None)
-        if values and not getattr(param.allowed, "fold_case", False):
-            options["choices"] = values
-        else:
-            options["metavar"] = param.kind.removesuffix("[]").upper()
+        options["metavar"] = (
+            "{" + ",".join(values) + "}" if values else param.kind.removesuffix("[]").upper()
+        )
         options["help"] = param.doc.split(". ")[0].rstrip(".") + "."
         blank.add_argument(f"--{param.name}", **options)
     parser.set_defaults(run=run, prewarm_parser=parser)

@@ -40,7 +40,8 @@ def open_device(device_index: int | None, sync: str):
     connections = "CUDA_DEVICE_MAX_CONNECTIONS"
     os.environ.setdefault(connections, default(connections))
     early = None
-    if debug_switch("early_context") == "on":
+    # Lenient: the device may not be there, and then no setting of ours may fail the call.
+    if debug_switch("early_context", lenient=True) == "on":
         early = start_early_context(device_index, lambda ordinal: set_sync_mode(ordinal, sync))
     try:
         try:

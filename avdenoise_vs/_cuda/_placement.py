@@ -121,7 +121,8 @@ def _place() -> int:
     from .._warmup_cache import cache_dir, cupy_installed
 
     # Without CuPy the backend cannot start: a claim would only skew the others' choice.
-    if debug_switch("placement") == "off" or not cupy_installed():
+    # Lenient: placement runs before the device is known to be there (check_cuda_settings).
+    if debug_switch("placement", lenient=True) == "off" or not cupy_installed():
         return 0
     count = visible_count()
     if count <= 1:

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._environment import debug_switch, positive_int, switch
+from .._environment import check_cuda_settings, debug_switch, positive_int, switch
 from .._errors import BackendUnavailable
 from .._options import FrameLayout
 from .._settings import PassSettings
@@ -99,11 +99,12 @@ class CudaBackend:
         cache_slots: int | None = None,
         transfer: str = "auto",
     ) -> None:
-        transfer = _transfer.setting(transfer)  # a bad value fails before CuPy is looked for
-        sync = switch("AVDENOISE_CUDA_SYNC")
-        configured_wait_s()  # a bad AVDENOISE_WARMUP_WAIT fails here, not quietly in the queue
+        sync = switch("AVDENOISE_CUDA_SYNC", lenient=True)
         mode = wait_mode(sync, passes)
         cupy, device_id = open_device(device_index, mode)
+        check_cuda_settings()  # the device is there: a bad setting is this filter's error
+        configured_wait_s()  # and so is a bad AVDENOISE_WARMUP_WAIT, not quietly the queue's
+        transfer = _transfer.setting(transfer)
         set_sync_mode(device_id, mode)  # the early context's thread may not have got there
         self._runtime = cupy.cuda.runtime
         self._calls = cuda_calls()  # launches and event calls that keep the GIL

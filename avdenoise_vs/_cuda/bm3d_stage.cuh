@@ -95,7 +95,8 @@ __device__ float bm_hard_threshold(float* blk, int size, float sigma, float lamb
 }
 
 // Empirical Wiener shrinkage of the noisy group `blk` by the pilot group `pil` (both 2-D
-// transformed); returns the aggregation weight 1 / ||W||^2.
+// transformed); returns the aggregation weight 1 / ||W||^2. The group DC keeps W = 1, as in
+// bm_hard_threshold (the reference's wiener says why), so ||W||^2 >= 1.
 __device__ float bm_wiener(float* blk, const float* pil, int size, float sigma, int lane) {
     float norm = 0.0f;
     const float s2 = sigma * sigma;
@@ -111,7 +112,8 @@ __device__ float bm_wiener(float* blk, const float* pil, int size, float sigma, 
 #pragma unroll
         for (int b = 0; b < BM_K_WIENER; ++b) {
             const float energy = e[b] * e[b], total = energy + s2;
-            const float w = b < size ? (total > 0.0f ? energy / total : 1.0f) : 0.0f;
+            const bool dc = b == 0 && p == 0;
+            const float w = b < size ? (dc ? 1.0f : total > 0.0f ? energy / total : 1.0f) : 0.0f;
             v[b] *= w;
             norm = fmaf(w, w, norm);
         }
@@ -121,7 +123,7 @@ __device__ float bm_wiener(float* blk, const float* pil, int size, float sigma, 
             if (b < size) blk[b * BM_BS + bm_at(p)] = v[b];
     }
     __syncwarp();
-    return 1.0f / fmaxf(bm_warp_sum(norm), 1e-12f);
+    return 1.0f / bm_warp_sum(norm);
 }
 
 // Shared floats per warp: the reference block, the group's keys, and a region that holds the

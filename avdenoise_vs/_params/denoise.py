@@ -10,6 +10,7 @@ __all__ = [
     "ACCELERATORS",
     "ALGORITHMS",
     "CHANNELS",
+    "DEFAULT_STRENGTH",
     "DENOISE_PARAMS",
     "MAX_SETTING",
     "MIN_STRENGTH",
@@ -30,6 +31,9 @@ MAX_SETTING = 1e6
 #: 1e-17 (NaN weights on the GPU); at 1e-6 both algorithms already return their input.
 MIN_STRENGTH = 1e-6
 _STRENGTH = Range(MIN_STRENGTH, MAX_SETTING)
+#: Denoise's strength by algorithm: of those measured by scripts/strength_table.py, each has the
+#: largest smallest gain over noise of deviation 5, 8 and 10 (README, 'Strength').
+DEFAULT_STRENGTH = {"nlm": 4.5, "bm3d": 7.0}
 _POSITIVE = Range(0.0, MAX_SETTING, open_low=True)
 
 
@@ -103,21 +107,22 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         "'yuv' (all three planes with one joint distance, 4:4:4 only; BM3D matches blocks on "
         "luma, as CBM3D); 'rgb' (RGB clips, joint; BM3D works in CBM3D's opponent colour "
         "space, strength being the deviation of the noise in R, G and B). Planes not denoised "
-        "are passed through unchanged. RGB clips use 'rgb' when channels is not given. Any "
-        "case.",
+        "are passed through unchanged. RGB clips use 'rgb' when channels is not given.",
         default="lumachroma",
-        allowed=Choice(CHANNELS, fold_case=True),
+        allowed=Choice(CHANNELS),
         alias="KNLMeansCL channels",
     ),
     Param(
         "strength",
         "float",
         "Denoising strength in 8-bit code values whatever the clip's depth: NLM's h; BM3D's "
-        "sigma, the noise standard deviation. Larger smooths more. The default suits noise of "
-        "deviation 3 to 8 codes: NLM at 3.0 raised luma PSNR by 2.7 to 4.7 dB (Gaussian noise, "
-        "six pictures; +0.2 dB at deviation 2), where KNLMeansCL's 1.2 left deviations of 6 "
-        "and more unchanged (README, 'Strength'). NLMeans keeps 1.2, as KNLMeansCL.",
-        default=3.0,
+        "sigma, the noise standard deviation. Larger smooths more. Each algorithm's default "
+        "has the best worst case over noise of deviation 5 to 10 codes: luma PSNR rose by "
+        "5.3 to 6.5 dB with NLM, 6.5 to 8.5 dB with BM3D (Gaussian noise, six pictures; "
+        "README, 'Strength'); at deviation 2 NLM lost 0.6 dB and BM3D nothing, so lower it "
+        "for light noise. NLMeans keeps KNLMeansCL's 1.2 and BM3D BM3DCUDA's 3.0, which gain "
+        "0 and 1 dB at deviation 8.",
+        default=DEFAULT_STRENGTH,
         allowed=_STRENGTH,
         alias="KNLMeansCL h, BM3DCUDA sigma",
     ),
@@ -235,6 +240,7 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         allowed=Range(1, 8),
         algorithms=_BM3D,
         alias="BM3DCUDA ps_num",
+        temporal=True,
     ),
     Param(
         "ps_range",
@@ -245,6 +251,7 @@ DENOISE_PARAMS: tuple[Param, ...] = (
         allowed=Range(1, 16),
         algorithms=_BM3D,
         alias="BM3DCUDA ps_range",
+        temporal=True,
     ),
     Param(
         "device",

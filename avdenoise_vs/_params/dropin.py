@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .._paramspec import Choice, Param, Range
-from .denoise import _BM3D_REF_DOC, _NLM_REF_DOC, DENOISE_PARAMS, MAX_SETTING
+from .denoise import _BM3D_REF_DOC, _NLM_REF_DOC, DEFAULT_STRENGTH, DENOISE_PARAMS, MAX_SETTING
 
 __all__ = ["BM3D_PARAMS", "KNLM_CHANNELS", "NLMEANS_PARAMS"]
 
@@ -32,17 +32,17 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         default=1.2,
         doc="NLM strength in 8-bit code values whatever the clip's depth. Larger smooths more. "
         "The default is KNLMeansCL's, so that a drop-in call gives its output; it leaves noise "
-        "of deviation 6 codes and more unchanged, where Denoise's default 3.0 removes it "
-        "(README, 'Strength').",
+        f"of deviation 6 codes and more unchanged, where Denoise's default "
+        f"{DEFAULT_STRENGTH['nlm']} removes it (README, 'Strength').",
     ),
     Param(
         "channels",
         "str",
-        "KNLMeansCL's plane selection, any case: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
+        "KNLMeansCL's plane selection: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
         "clips), 'Y', 'UV' (chroma jointly), 'YUV' (joint, 4:4:4 only) or 'RGB'. Planes not "
         "selected are passed through.",
         default="auto",
-        allowed=Choice(tuple(KNLM_CHANNELS), fold_case=True),
+        allowed=Choice(tuple(KNLM_CHANNELS)),
         alias="Denoise channels",
     ),
     _as("wmode", "wmode"),
@@ -94,7 +94,10 @@ BM3D_PARAMS: tuple[Param, ...] = (
         3.0,
         "Noise standard deviation in 8-bit code values whatever the clip's depth (on float "
         "clips in units of 1/255, as in BM3DCUDA). 0 passes a plane through bit-identical "
-        "(with `chroma`, luma still guides block matching). Larger smooths more.",
+        "(with `chroma`, luma still guides block matching). Larger smooths more. The default "
+        "is BM3DCUDA's, so that a drop-in call gives its output; it barely touches noise of "
+        f"deviation 8 codes, where Denoise's default {DEFAULT_STRENGTH['bm3d']} removes it "
+        "(README, 'Strength').",
         allowed=Range(0.0, MAX_SETTING),
     ),
     _per_plane(

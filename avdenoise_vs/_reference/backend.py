@@ -172,9 +172,8 @@ class NumpyBackend:
         """A window's planes of the pass in 8-bit scale (``value * 255 / peak``), OPP for RGB.
 
         BM3D's sigma is the strength there. Float chroma (centred at 0) stays centred at 0,
-        which BM3D does not mind: hard thresholding keeps the group DC, and the Wiener gain of
-        a DC of 8 sqrt(N) times the local mean (N blocks) is 1 unless that mean is within a
-        small fraction of a code of 0.
+        which BM3D does not mind: both stages keep the group DC, the local mean, whatever its
+        value.
         """
         peak = self.layout.peak
         frames = [self._stack(frame, options.planes) * _BM3D_SCALE / peak for frame in window]

@@ -306,8 +306,8 @@ def bm3d_final(
     -----
     Groups are matched on the basic estimates. Each group of noisy blocks and its pilot group
     of basic blocks get the 3-D transform DCT (2-D) then Haar; the noisy spectrum is multiplied
-    by ``W = P^2 / (P^2 + sigma^2)`` and blocks are aggregated with weight ``1 / ||W||^2``
-    times the Kaiser window, per channel.
+    by ``W = P^2 / (P^2 + sigma^2)``, except the group DC, kept as in the basic stage, and
+    blocks are aggregated with weight ``1 / ||W||^2`` times the Kaiser window, per channel.
     """
     _check_center(center, len(frames))
     window = _as_window(frames, sigma)

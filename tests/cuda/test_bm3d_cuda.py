@@ -21,6 +21,7 @@ require_cuda()
 
 from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
 from avdenoise_vs._options import Distance  # noqa: E402
+from avdenoise_vs._params.denoise import MAX_SETTING  # noqa: E402
 from avdenoise_vs._reference.backend import NumpyBackend  # noqa: E402
 from avdenoise_vs._settings import Bm3dSettings, Stages  # noqa: E402
 
@@ -38,10 +39,12 @@ NOISE = 0.04  # about 10 codes at 8 bits
 SIGMA = 10.0
 
 
-def bm3d_options(planes, distance, *, radius=0, stages=2, ref=False, step=3, bm_range=6):
+def bm3d_options(
+    planes, distance, *, radius=0, stages=2, ref=False, step=3, bm_range=6, sigma=SIGMA
+):
     """A BM3D pass with the defaults of Denoise except a smaller search (fast oracle)."""
     return Bm3dSettings(
-        planes=tuple(planes), distance=distance, plane_strengths=(SIGMA,) * len(planes),
+        planes=tuple(planes), distance=distance, plane_strengths=(sigma,) * len(planes),
         radius=radius, stages=Stages.from_parameter(stages, ref), lambda_ht=2.7,
         mismatch_scale=1.0, block_step=step, bm_range=bm_range, ps_num=2, ps_range=3,
     )  # fmt: skip
@@ -122,6 +125,23 @@ def test_rgb_opp(bits):
 def test_ref_is_the_wiener_pilot(radius):
     fmt = layout("gray", width=50, height=42)
     compare(fmt, (bm3d_options((0,), Distance.LUMA, radius=radius, ref=True),), ref=True)
+
+
+@pytest.mark.parametrize("sigma", [1e4, MAX_SETTING])
+@pytest.mark.parametrize("stages, radius", [(1, 0), (2, 0), (2, 1)])
+@pytest.mark.parametrize("kind", ["gray", "yuv"])
+def test_largest_sigmas(kind, stages, radius, sigma):
+    """Up to MAX_SETTING the kernels give the oracle's picture, of the input's brightness: the
+    Wiener stage keeps the group DC, which also bounds the fixed-point sums' weights by 1."""
+    fmt = layout(kind, width=48, height=40)
+    planes, distance = ((0,), Distance.LUMA) if kind == "gray" else ((0, 1, 2), Distance.YUV)
+    options = bm3d_options(planes, distance, radius=radius, stages=stages, sigma=sigma)
+    noisy = SyntheticClip(fmt, 4, seed=3, noise=NOISE)
+    for n, (got, _) in zip((0, 2), compare(fmt, (options,), frames=(0, 2)), strict=True):
+        want = run(_Identity(), [noisy], n, 0, list(planes))
+        for p in planes:
+            gap = abs(np.mean(got[p] * 1.0) - np.mean(want[p] * 1.0)) / fmt.peak
+            assert gap < 0.05, f"plane {p}: mean {np.mean(got[p]) / fmt.peak:.3f}"
 
 
 def test_paper_settings_step_8_range_9():
