@@ -28,16 +28,30 @@ def vapoursynth_include() -> str:
 
 
 class BuildBridge(build_ext):
-    """Place the bridge as a VapourSynth plugin rather than as a Python extension module."""
+    """Place the bridge as a VapourSynth plugin rather than as a Python extension module.
+
+    setuptools builds every extension into ``build_lib`` (it clears ``inplace`` while it
+    builds) and, for ``build_ext --inplace`` and editable installs, copies the result from
+    ``build_lib/<package path>`` to the package afterwards. So the library is built at the
+    package path in that case, and in the plugin folder otherwise.
+    """
+
+    _into_package = False
+
+    def get_ext_filename(self, fullname: str) -> str:
+        # A plugin that VapourSynth loads, not a Python module: no ABI tag in its name.
+        return str(Path(*fullname.split(".")).with_name(LIBRARY))
 
     def get_ext_fullpath(self, ext_name: str) -> str:
-        if self.inplace:
-            return str(Path("avdenoise_vs", "_native", LIBRARY))
+        if self._into_package:
+            return super().get_ext_fullpath(ext_name)
         return str(Path(self.build_lib, PLUGIN_DIR, LIBRARY))
 
     def run(self) -> None:
+        # Read before setuptools clears it for the build.
+        self._into_package = bool(self.inplace)
         super().run()
-        if not self.inplace:
+        if not self._into_package:
             manifest = Path(self.build_lib, PLUGIN_DIR, "manifest.vs")
             manifest.write_text("[VapourSynth Manifest V1]\n" + Path(LIBRARY).stem + "\n")
 
