@@ -139,7 +139,7 @@ def test_auto_says_once_that_it_runs_on_the_cpu_and_what_to_install(
         "avdenoise.Denoise: no GPU backend can run (cuda: CuPy cannot be imported"
     )
     assert "device='auto' runs on the CPU, which is exact but slow" in notice
-    assert "pip install 'avdenoise-vs[cuda13]'" in notice
+    assert "pip install 'cupy-cuda13x[ctk]>=14.1' for a CUDA 13 driver" in notice
 
 
 def test_explicit_cpu_says_nothing(fake_cuda, vs_log, monkeypatch) -> None:

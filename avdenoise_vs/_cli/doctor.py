@@ -20,6 +20,7 @@ from typing import Any
 
 from avdenoise_vs._cli import _gpu, _python
 from avdenoise_vs._cli._cachedir import human_bytes, scan
+from avdenoise_vs._install import CUPY, VAPOURSYNTH, cupy_install, pip_install
 
 __all__ = ["add_parser", "collect", "find_problems", "render", "run"]
 
@@ -91,18 +92,6 @@ def _major(version: str | None) -> int | None:
     return int(match.group()) if match else None
 
 
-def _install(extra: str | None, options: str = "") -> str:
-    """The pip command that installs CuPy for the driver's CUDA version (`extra`), or both
-    commands when that version is unknown."""
-    if extra is None:
-        return (
-            f"pip install {options}'avdenoise-vs[cuda13]' for a CUDA 13 driver, or "
-            "'avdenoise-vs[cuda12]' for CUDA 12 (nvidia-smi's header shows the driver's CUDA "
-            "version)"
-        )
-    return f"pip install {options}'avdenoise-vs[{extra}]'"
-
-
 def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
     """The problems in a `collect` report, each with its fix, most basic first."""
     problems: list[dict[str, str]] = []
@@ -130,7 +119,7 @@ def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
     if not cupy.get("installed"):
         add(
             "CuPy is not installed, so every filter runs on the CPU (NumPy), exact but slow",
-            _install(extra) + (f" (the driver supports CUDA {cuda})" if extra else ""),
+            cupy_install(extra) + (f" (the driver supports CUDA {cuda})" if extra else ""),
         )
     else:
         _cupy_problems(cupy, report["gpus"], no_driver, cuda, extra, add)
@@ -141,7 +130,7 @@ def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
         have = lock.get("version") or "not installed"
         add(
             f"filelock {have} is below {lock.get('floor')}, the warm-up queue's floor",
-            f"pip install 'filelock>={lock.get('floor')}'",
+            pip_install(f"filelock>={lock.get('floor')}"),
         )
     return problems
 
@@ -153,12 +142,12 @@ def _cupy_problems(cupy, gpus, no_driver, cuda, extra, add) -> None:
         add(
             f"several CuPy packages are installed ({', '.join(packages)}); they overwrite "
             "each other's files",
-            "pip uninstall all of them, then " + _install(extra),
+            "pip uninstall all of them, then " + cupy_install(extra),
         )
     if cupy.get("import_error"):
         add(
             f"CuPy is installed but cannot be imported ({cupy['import_error']})",
-            "reinstall it: " + _install(extra, "--force-reinstall "),
+            "reinstall it: " + cupy_install(extra, "--force-reinstall"),
         )
         return
     # A wheel's name says its CUDA major version: cupy-cuda12x, cupy-cuda13x.
@@ -169,13 +158,14 @@ def _cupy_problems(cupy, gpus, no_driver, cuda, extra, add) -> None:
         add(
             f"cupy-cuda{built}x is built for CUDA {built}, but the driver supports "
             f"CUDA {cuda} only",
-            f"update the driver, or {_install(extra)}",
+            f"update the driver, or {cupy_install(extra)}",
         )
     if cupy.get("nvrtc_error"):
-        package = f"cupy-cuda{built or major or 13}x"
+        wheels_for = f"cuda{built or major or 13}"
+        install = cupy_install(wheels_for if wheels_for in CUPY else None)
         add(
             f"CuPy cannot load NVRTC, which compiles the kernels ({cupy['nvrtc_error']})",
-            f"pip install '{package}[ctk]' (NVIDIA's CUDA wheels), or install the CUDA Toolkit",
+            f"{install} (CuPy with NVIDIA's CUDA wheels), or install the CUDA Toolkit",
         )
     if not gpus and not no_driver:
         hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -201,7 +191,7 @@ def _vapoursynth_problems(report: dict[str, Any], add) -> None:
     """VapourSynth missing, the plugin not autoloaded, or vspipe without a Python."""
     vs = report.get("vapoursynth") or {}
     if not vs.get("installed"):
-        add(f"VapourSynth cannot be imported ({vs.get('error')})", "pip install vapoursynth")
+        add(f"VapourSynth cannot be imported ({vs.get('error')})", pip_install(VAPOURSYNTH))
         return
     if vs.get("error") and not vs.get("version"):
         add(
@@ -213,12 +203,14 @@ def _vapoursynth_problems(report: dict[str, Any], add) -> None:
             add(
                 "the avdenoise plugin is not where VapourSynth autoloads plugins (an editable "
                 "install loads it only into scripts that import avdenoise_vs)",
-                "pip install . (not -e), or add `import avdenoise_vs` to the script",
+                "pip install . (not -e) in the avdenoise_vs checkout, or add "
+                "`import avdenoise_vs` to the script",
             )
         else:
             add(
                 "a fresh VapourSynth core has no avdenoise namespace",
-                "pip install --force-reinstall avdenoise-vs with the pip of this Python",
+                "pip install --force-reinstall . in the avdenoise_vs checkout, with the pip of "
+                "this Python",
             )
     script = report.get("vsscript") or {}
     if script.get("configured") is False:

@@ -30,7 +30,7 @@ def test_without_cupy_it_names_the_extra_and_exits_1(run_cli) -> None:
     done = run_cli("doctor")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "CuPy is not installed" in done.stdout
-    assert "pip install 'avdenoise-vs[cuda13]'" in done.stdout
+    assert "pip install 'cupy-cuda13x[ctk]>=14.1'" in done.stdout
     assert "What to fix" in done.stdout
 
 
@@ -42,7 +42,7 @@ def test_json_parses_and_lists_the_problems(run_cli) -> None:
     assert report["ok"] is False
     assert report["cupy"]["installed"] is False
     fixes = [item["fix"] for item in report["problems"]]
-    assert any("avdenoise-vs[cuda13]" in fix for fix in fixes)
+    assert any("cupy-cuda13x[ctk]" in fix for fix in fixes)
     assert report["cache"]["directory"].endswith("cupy-cache")
     assert report["cache"]["origin"] == "CUPY_CACHE_DIR"
 
@@ -189,9 +189,9 @@ def test_the_extra_matches_the_drivers_cuda_version() -> None:
     no_cupy = {"installed": False, "packages": []}
     cuda12 = _report(cupy=no_cupy, driver={"library": True, "cuda": "12.4"})
     (fix,) = _fixes(cuda12)
-    assert "pip install 'avdenoise-vs[cuda12]' (the driver supports CUDA 12.4)" in fix
+    assert "pip install 'cupy-cuda12x[ctk]>=14.1' (the driver supports CUDA 12.4)" in fix
     (fix,) = _fixes(_report(cupy=no_cupy))
-    assert "avdenoise-vs[cuda13]'" in fix
+    assert "cupy-cuda13x[ctk]>=14.1'" in fix
 
 
 def test_no_driver_and_no_cupy_are_two_problems() -> None:
@@ -199,14 +199,15 @@ def test_no_driver_and_no_cupy_are_two_problems() -> None:
     fixes = _fixes(report)
     assert len(fixes) == 2
     assert "no NVIDIA driver found" in fixes[0]
-    assert "'avdenoise-vs[cuda13]' for a CUDA 13 driver, or 'avdenoise-vs[cuda12]'" in fixes[1]
+    assert "'cupy-cuda13x[ctk]>=14.1' for a CUDA 13 driver, or " in fixes[1]
+    assert "'cupy-cuda12x[ctk]>=14.1' for CUDA 12" in fixes[1]
 
 
 def test_cupy_built_for_a_newer_cuda_than_the_driver() -> None:
     report = _report(driver={"library": True, "cuda": "12.8"})
     report["cupy"] = report["cupy"] | {"driver_cuda": "12.8"}
     (fix,) = _fixes(report)
-    assert "cupy-cuda13x is built for CUDA 13" in fix and "[cuda12]" in fix
+    assert "cupy-cuda13x is built for CUDA 13" in fix and "cupy-cuda12x[ctk]" in fix
 
 
 def test_an_old_driver_is_a_problem() -> None:
