@@ -145,7 +145,9 @@ class _Search:
 
     def _unavailable(self, name: str, error: BackendUnavailable) -> None:
         logger.debug("avdenoise: backend %s unavailable: %s", name, error)
-        self.reasons.append(f"{name}: {error}")
+        # Asked for by name, the error says why the driver failed too; 'auto' falls back.
+        detail = f"; {error.detail}" if error.detail and self.device != "auto" else ""
+        self.reasons.append(f"{name}: {error}{detail}")
 
 
 def _chosen(name: str, backend):

@@ -47,20 +47,28 @@ def test_json_parses_and_lists_the_problems(run_cli) -> None:
     assert report["cache"]["origin"] == "CUPY_CACHE_DIR"
 
 
-def _fake_cupy(*, gpus: int = 1, nvrtc_fails: bool = False) -> types.ModuleType:
-    """A module that answers the doctor's questions as CuPy 14 on an H200 would."""
+def _fake_cupy(
+    *, gpus: int = 1, nvrtc_fails: bool = False, driver: int = 13000
+) -> types.ModuleType:
+    """A module that answers the doctor's questions as CuPy 14 on an H200 would (`driver` 0:
+    as CuPy answers where no NVIDIA driver is installed)."""
 
     def nvrtc_version() -> tuple[int, int]:
         if nvrtc_fails:
             raise OSError("libnvrtc.so.13: cannot open shared object file")
         return (13, 0)
 
+    def device_count() -> int:
+        if not driver:
+            raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+        return gpus
+
     runtime = types.SimpleNamespace(
-        getDeviceCount=lambda: gpus,
+        getDeviceCount=device_count,
         getDeviceProperties=lambda i: {
             "name": b"NVIDIA H200", "major": 9, "minor": 0, "totalGlobalMem": 140 * GIB,
         },
-        driverGetVersion=lambda: 13000,
+        driverGetVersion=lambda: driver,
         runtimeGetVersion=lambda: 13000,
     )  # fmt: skip
     cupy = types.ModuleType("cupy")
@@ -124,6 +132,23 @@ def test_a_fake_cupy_without_nvrtc_asks_for_the_ctk_wheels(
     assert "NVRTC: cannot be loaded" in doctor.render(report)
     (nvrtc,) = [p for p in report["problems"] if "NVRTC" in p["problem"]]
     assert "cupy-cuda13x[ctk]" in nvrtc["fix"]
+
+
+def test_cupy_without_a_driver_says_no_driver_was_found(
+    fake_cupy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(driver=0))
+    missing = {"version": None, "cuda": None, "library": False, "error": "libcuda.so.1: no file"}
+    monkeypatch.setattr(_gpu, "probe_driver", lambda: missing)
+    monkeypatch.setattr(_gpu, "probe_nvidia_smi", lambda: {"found": False, "gpus": []})
+    report = doctor.collect()
+    assert report["cupy"]["driver_cuda"] is None
+    text = doctor.render(report)
+    assert "CUDA 0.0" not in text
+    assert "driver: not found (libcuda.so.1: no file)" in text
+    problems = [p["problem"] for p in report["problems"]]
+    assert problems[0].startswith("no NVIDIA driver found")
+    assert not any("update" in p["fix"] for p in report["problems"]), report["problems"]
 
 
 def test_a_fake_cupy_without_gpus_says_so(fake_cupy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
