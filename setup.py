@@ -10,6 +10,7 @@ builds the library inside the package (``avdenoise_vs/_native/``) instead, and
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -25,6 +26,20 @@ def vapoursynth_include() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("building avdenoise-vs needs the vapoursynth package (>= 74)")
     return str(Path(list(spec.submodule_search_locations)[0], "include"))
+
+
+def version_macros() -> list[tuple[str, str]]:
+    """The package version (``_version.py``, read as text: importing the package would start
+    VapourSynth) as the bridge's macros: VapourSynth's plugin version holds major and minor,
+    the plugin's name the whole string."""
+    text = Path("avdenoise_vs", "_version.py").read_text()
+    version = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
+    major, minor = re.match(r"(\d+)\.(\d+)", version).groups()
+    return [
+        ("AVDENOISE_VERSION_MAJOR", major),
+        ("AVDENOISE_VERSION_MINOR", minor),
+        ("AVDENOISE_VERSION", f'"{version}"'),
+    ]
 
 
 class BuildBridge(build_ext):
@@ -72,8 +87,13 @@ bridge = Extension(
         "avdenoise_vs/_native/values.c",
     ],
     # shipped in the sdist, rebuilds on change
-    depends=["avdenoise_vs/_native/host_step.h", "avdenoise_vs/_native/values.h"],
+    depends=[
+        "avdenoise_vs/_native/host_step.h",
+        "avdenoise_vs/_native/values.h",
+        "avdenoise_vs/_version.py",
+    ],
     include_dirs=[vapoursynth_include()],
+    define_macros=version_macros(),
     # Hidden by default: the library exports VapourSynth's entry point alone (VS_EXTERNAL_API),
     # so the functions the two files share cannot be interposed by another library's.
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"],
