@@ -20,9 +20,20 @@ from typing import Any
 
 from avdenoise_vs._cli import _gpu, _python
 from avdenoise_vs._cli._cachedir import human_bytes, scan
+from avdenoise_vs._cli._manual import option_help
 from avdenoise_vs._install import CUPY, VAPOURSYNTH, cupy_install, pip_install
 
 __all__ = ["add_parser", "collect", "find_problems", "render", "run"]
+
+_EPILOG = """\
+examples:
+  python -m avdenoise_vs doctor
+      the report, then what to fix, each problem with its fix
+  python -m avdenoise_vs doctor --json > doctor.json
+      the same as JSON, for a bug report or a script
+
+Run it with the Python that runs vspipe (the venv's), on the machine of the encode.
+"""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -31,8 +42,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "doctor",
         help="report GPU, CuPy, cache and VapourSynth set-up, and what to fix",
         description=__doc__.split("\n\n")[1],
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=option_help("print the report as JSON, problems included", "text", "--json"),
+    )
     parser.set_defaults(run=run)
 
 
