@@ -10,6 +10,7 @@ builds the library inside the package (``avdenoise_vs/_native/``) instead, and
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -27,17 +28,45 @@ def vapoursynth_include() -> str:
     return str(Path(list(spec.submodule_search_locations)[0], "include"))
 
 
+def version_macros() -> list[tuple[str, str]]:
+    """The package version (``_version.py``, read as text: importing the package would start
+    VapourSynth) as the bridge's macros: VapourSynth's plugin version holds major and minor,
+    the plugin's name the whole string."""
+    text = Path("avdenoise_vs", "_version.py").read_text()
+    version = re.search(r'^__version__ = "([^"]+)"$', text, re.MULTILINE).group(1)
+    major, minor = re.match(r"(\d+)\.(\d+)", version).groups()
+    return [
+        ("AVDENOISE_VERSION_MAJOR", major),
+        ("AVDENOISE_VERSION_MINOR", minor),
+        ("AVDENOISE_VERSION", f'"{version}"'),
+    ]
+
+
 class BuildBridge(build_ext):
-    """Place the bridge as a VapourSynth plugin rather than as a Python extension module."""
+    """Place the bridge as a VapourSynth plugin rather than as a Python extension module.
+
+    setuptools builds every extension into ``build_lib`` (it clears ``inplace`` while it
+    builds) and, for ``build_ext --inplace`` and editable installs, copies the result from
+    ``build_lib/<package path>`` to the package afterwards. So the library is built at the
+    package path in that case, and in the plugin folder otherwise.
+    """
+
+    _into_package = False
+
+    def get_ext_filename(self, fullname: str) -> str:
+        # A plugin that VapourSynth loads, not a Python module: no ABI tag in its name.
+        return str(Path(*fullname.split(".")).with_name(LIBRARY))
 
     def get_ext_fullpath(self, ext_name: str) -> str:
-        if self.inplace:
-            return str(Path("avdenoise_vs", "_native", LIBRARY))
+        if self._into_package:
+            return super().get_ext_fullpath(ext_name)
         return str(Path(self.build_lib, PLUGIN_DIR, LIBRARY))
 
     def run(self) -> None:
+        # Read before setuptools clears it for the build.
+        self._into_package = bool(self.inplace)
         super().run()
-        if not self.inplace:
+        if not self._into_package:
             manifest = Path(self.build_lib, PLUGIN_DIR, "manifest.vs")
             manifest.write_text("[VapourSynth Manifest V1]\n" + Path(LIBRARY).stem + "\n")
 
@@ -58,8 +87,13 @@ bridge = Extension(
         "avdenoise_vs/_native/values.c",
     ],
     # shipped in the sdist, rebuilds on change
-    depends=["avdenoise_vs/_native/host_step.h", "avdenoise_vs/_native/values.h"],
+    depends=[
+        "avdenoise_vs/_native/host_step.h",
+        "avdenoise_vs/_native/values.h",
+        "avdenoise_vs/_version.py",
+    ],
     include_dirs=[vapoursynth_include()],
+    define_macros=version_macros(),
     # Hidden by default: the library exports VapourSynth's entry point alone (VS_EXTERNAL_API),
     # so the functions the two files share cannot be interposed by another library's.
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"],

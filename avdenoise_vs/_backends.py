@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from ._environment import debug_switch
 from ._errors import BackendUnavailable
+from ._install import cupy_install
 from ._log import script_core, vs_warning
 from ._options import FrameLayout
 from ._settings import PassSettings
@@ -40,8 +41,6 @@ _MAX_PREPARED_THREADS = 64
 _CAUSE_CHARS = 300
 #: What a kept GPU backend whose warm-up failed does (see the module notes).
 _RETRY = "its first frame compiles the kernels again"
-#: What to install when CuPy is missing, for the fallback's warning.
-_CUDA_EXTRAS = "pip install 'avdenoise-vs[cuda13]' (CUDA 13 drivers) or '[cuda12]'"
 #: Whether this process has already said that device='auto' fell back to the CPU.
 _fallback_told = False
 
@@ -146,7 +145,9 @@ class _Search:
 
     def _unavailable(self, name: str, error: BackendUnavailable) -> None:
         logger.debug("avdenoise: backend %s unavailable: %s", name, error)
-        self.reasons.append(f"{name}: {error}")
+        # Asked for by name, the error says why the driver failed too; 'auto' falls back.
+        detail = f"; {error.detail}" if error.detail and self.device != "auto" else ""
+        self.reasons.append(f"{name}: {error}{detail}")
 
 
 def _chosen(name: str, backend):
@@ -182,7 +183,7 @@ def _tell_fallback(function: str, reasons: list[str]) -> None:
     if _fallback_told:
         return
     _fallback_told = True
-    hint = f"; {_CUDA_EXTRAS}" if any("CuPy cannot be imported" in r for r in reasons) else ""
+    hint = f"; {cupy_install(None)}" if any("CuPy cannot be imported" in r for r in reasons) else ""
     vs_warning(
         logger,
         f"avdenoise.{function}: no GPU backend can run ({'; '.join(reasons)}), so "

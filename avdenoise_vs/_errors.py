@@ -24,6 +24,9 @@ class BackendUnavailable(RuntimeError):
         Why, as the message shows it ("no CUDA device found").
     backend : str, optional
         The backend's name, ``"cuda"`` by default.
+    detail : str, optional
+        What only a filter that asked for this backend by name says beside the reason (why
+        the NVIDIA driver failed): ``device='auto'`` falls back without it.
 
     Examples
     --------
@@ -33,13 +36,14 @@ class BackendUnavailable(RuntimeError):
     ('no CUDA device found', 'cuda')
     """
 
-    def __init__(self, reason: str, backend: str = "cuda") -> None:
+    def __init__(self, reason: str, backend: str = "cuda", detail: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
         self.backend = backend
+        self.detail = detail
 
     def __reduce__(self):
-        return type(self), (self.reason, self.backend)
+        return type(self), (self.reason, self.backend, self.detail)
 
 
 class CudaError(RuntimeError):

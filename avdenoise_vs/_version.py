@@ -1,4 +1,5 @@
-"""The package version: one place, read by pyproject.toml and by the warm-up key."""
+"""The package version: one place, read by pyproject.toml, by setup.py for the native plugin's
+version (``core.avdenoise``), and by the warm-up key."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 # Sourced by demo.sh and test.sh: create .venv with Python >= 3.12 and install the project.
-# Usage: source scripts/_venv.sh [pip extra, e.g. "[test]"]
+# Usage: venv_extra="[test]" (a pip extra, or empty for the plain install); source scripts/_venv.sh
+# The extra comes in a variable: a sourced script sees its caller's arguments as $1..., and
+# demo.sh's arguments are demo.py's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 find_python() {
@@ -30,7 +32,7 @@ source_hash() {
 # any extra includes the plain install.
 stamp=.venv/.avdenoise-installed
 hash="$(source_hash)"
-extra="${1:-}"
+extra="${venv_extra:-}"
 installed() {
     [ -f "$stamp" ] || return 1
     if [ -z "$extra" ]; then grep -q "^$hash " "$stamp"; else grep -qxF "$hash $extra" "$stamp"; fi

@@ -40,12 +40,13 @@ class FakeCuda:
     name = "cuda"
     failures = 0
     unavailable: str | None = None
+    unavailable_detail = ""  # BackendUnavailable.detail: why the driver failed
     context_fails: str | None = None  # the warm-up, the first to need the context, raises
     built: list[FakeCuda] = []
 
     def __init__(self, passes, layout, device_index=None) -> None:
         if self.unavailable:
-            raise BackendUnavailable(self.unavailable)
+            raise BackendUnavailable(self.unavailable, detail=self.unavailable_detail)
         self.passes, self.layout = passes, layout
         self.device_id = device_index or 0
         self.compiles = 0

@@ -139,7 +139,24 @@ def test_auto_says_once_that_it_runs_on_the_cpu_and_what_to_install(
         "avdenoise.Denoise: no GPU backend can run (cuda: CuPy cannot be imported"
     )
     assert "device='auto' runs on the CPU, which is exact but slow" in notice
-    assert "pip install 'avdenoise-vs[cuda13]'" in notice
+    assert "pip install 'cupy-cuda13x[ctk]>=14.1' for a CUDA 13 driver" in notice
+
+
+def test_only_cuda_asked_for_by_name_says_why_the_driver_failed(
+    fake_cuda, vs_log, monkeypatch
+) -> None:
+    monkeypatch.setattr(_backends, "_fallback_told", False)
+    fake_cuda.unavailable = "no usable CUDA driver (cudaErrorInsufficientDriver)"
+    fake_cuda.unavailable_detail = "no NVIDIA driver found (libcuda.so.1: cannot open)"
+    assert isinstance(_select("auto"), NumpyBackend)
+    (notice,) = _ours(vs_log)
+    assert "libcuda" not in notice
+    for device in ("cuda", "cuda:1"):
+        with pytest.raises(ValueError) as raised:
+            _select(device)
+        message = str(raised.value)
+        assert message.count("no NVIDIA driver found (libcuda.so.1: cannot open)") == 1, message
+        assert f"device={device!r} cannot run here (cuda: no usable CUDA driver" in message
 
 
 def test_explicit_cpu_says_nothing(fake_cuda, vs_log, monkeypatch) -> None:

@@ -39,7 +39,10 @@ def expected_frame(fmt, frames, n, radius, strength, planes_distance, a=2, s=1):
     numbers = [min(n + t, len(frames) - 1) for t in range(-radius, radius + 1)]
     out = [p.copy() for p in frames[n]]
     for planes, distance in planes_distance:
-        window = [np.stack([frames[m][p] / np.float64(peak) for p in planes]) for m in numbers]
+        # float64 before the division: NumPy 1.x keeps float32 / np.float64(...) in float32.
+        window = [
+            np.stack([frames[m][p].astype(np.float64) / peak for p in planes]) for m in numbers
+        ]
         result = nlm(
             window,
             center=radius,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,45 @@ def test_vspipe_reports_bad_arguments(vspipe, tmp_path):
     done = subprocess.run([vspipe, "--info", str(script)], capture_output=True, text=True)
     assert done.returncode != 0
     assert "avdenoise.Denoise: radius must be an integer from 0 to 8, got 99" in done.stderr
+
+
+def _has_driver() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu"])
+def test_without_a_driver_only_auto_says_once_that_it_runs_on_the_cpu(vspipe, tmp_path, device):
+    """No line from the early context's thread: without a driver, 'auto' says one warning."""
+    if _has_driver():
+        pytest.skip("an NVIDIA driver is installed here")
+    script = tmp_path / "denoise.vpy"
+    script.write_text(SCRIPT.replace("radius=1)", f"radius=1, device={device!r})") * 2)
+    done = subprocess.run([vspipe, str(script), "-p", "."], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ours = [line for line in done.stderr.splitlines() if "avdenoise" in line]
+    if device == "cpu":
+        assert ours == []
+    else:
+        (warning,) = ours
+        assert "device='auto' runs on the CPU" in warning and "libcuda" not in warning
+
+
+def test_cuda_asked_for_without_a_driver_names_the_driver_once(vspipe, tmp_path):
+    if _has_driver():
+        pytest.skip("an NVIDIA driver is installed here")
+    script = tmp_path / "denoise.vpy"
+    script.write_text(SCRIPT.replace("radius=1)", "radius=1, device='cuda')"))
+    done = subprocess.run([vspipe, "--info", str(script)], capture_output=True, text=True)
+    assert done.returncode != 0
+    # vspipe shows the error, then its traceback ending in it again: nothing comes before.
+    first, error = done.stderr.splitlines()[:2]
+    assert first == "Script evaluation failed:", done.stderr
+    assert error.startswith("Python exception: avdenoise.Denoise: device='cuda' cannot run")
+    assert error.count("no NVIDIA driver found (libcuda.so.1") == 1, error
 
 
 def test_autoloading_the_plugin_imports_no_numpy():

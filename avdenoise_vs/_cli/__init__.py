@@ -20,6 +20,9 @@ examples:
   python -m avdenoise_vs prewarm --algorithm bm3d --format YUV420P10 --radius 1
   python -m avdenoise_vs cache list
   python -m avdenoise_vs cache clear --stamps-only --yes
+
+Each command's help (python -m avdenoise_vs COMMAND --help) lists its options, each with its
+default and an example.
 """
 
 

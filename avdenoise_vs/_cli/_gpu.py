@@ -147,9 +147,11 @@ def probe_cupy() -> dict[str, Any]:
     runtime = cupy.cuda.runtime
     for field, call in (("runtime", "runtimeGetVersion"), ("driver_cuda", "driverGetVersion")):
         try:
-            info[field] = cuda_version(int(getattr(runtime, call)()))
+            version = int(getattr(runtime, call)())
         except Exception:  # an old CuPy without the call
             continue
+        # cudaDriverGetVersion answers 0 when no driver is installed: no version, not "0.0".
+        info[field] = cuda_version(version) if version > 0 else None
     try:
         count = int(runtime.getDeviceCount())
         for index in range(count):

@@ -45,6 +45,10 @@ for plugin in vs.core.plugins():
         out["plugin_path"] = getattr(plugin, "plugin_path", None)
         version = getattr(plugin, "version", None)
         out["plugin_version"] = "{0.major}.{0.minor}".format(version) if version else None
+        # The bridge's name starts with the whole version: "avdenoise_vs 0.1.0: ...".
+        words = (getattr(plugin, "name", "") or "").partition(":")[0].split()
+        if len(words) == 2 and words[0] == "avdenoise_vs":
+            out["plugin_version"] = words[1]
 print(json.dumps(out))
 """
 

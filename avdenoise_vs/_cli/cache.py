@@ -18,9 +18,26 @@ from pathlib import Path
 
 from avdenoise_vs import _warmup_cache
 from avdenoise_vs._cli._cachedir import CacheListing, human_bytes, scan, spec_summary
+from avdenoise_vs._cli._manual import filled, option_help
 from avdenoise_vs._safefiles import remove_file
 
 __all__ = ["add_parser", "recognised", "resolve_dir", "run"]
+
+_LIST_EPILOG = """\
+examples:
+  python -m avdenoise_vs cache list
+  python -m avdenoise_vs cache list --dir /scratch/cupy-cache --json
+"""
+_CLEAR_EPILOG = """\
+examples:
+  python -m avdenoise_vs cache clear
+      list what would be deleted, deleting nothing
+  python -m avdenoise_vs cache clear --stamps-only --yes
+      delete the stamps and lock files: the next run compiles under the queue again
+  python -m avdenoise_vs cache clear --yes
+      delete them and CuPy's cached kernels too
+"""
+_EPILOG = _LIST_EPILOG + _CLEAR_EPILOG.removeprefix("examples:\n")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -28,36 +45,64 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "cache",
         help="list or clear the warm-up stamps and CuPy's kernel cache",
-        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        description=filled(
+            "List or clear the warm-up stamps and CuPy's kernel cache. 'clear' deletes only "
+            "files whose whole name is one of ours (warm-<key>.stamp, warm-<key>.lock) or "
+            "CuPy's (<sha1>.cubin and its kin), at the top level of the directory, never "
+            "through a link; without --yes it only says what it would delete."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser(
         "list",
         help="stamps (with what each is for), lock files and CuPy's cached kernels",
-        description="List the warm-up stamps in CuPy's kernel cache directory, with the "
-        "kernels each one is for, and the size of CuPy's cached kernels there.",
+        description=filled(
+            "List the warm-up stamps in CuPy's kernel cache directory, with the kernels each "
+            "one is for, and the size of CuPy's cached kernels there."
+        ),
+        epilog=_LIST_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     clear = actions.add_parser(
         "clear",
         help="delete the stamps and lock files, and CuPy's cached kernels",
-        description="Delete our warm-up stamps and lock files and, unless --stamps-only, "
-        "CuPy's cached kernel files, from the top level of CuPy's kernel cache directory. "
-        "Nothing else is touched. Without --yes, only print what would be deleted.",
+        description=filled(
+            "Delete our warm-up stamps and lock files and, unless --stamps-only, CuPy's cached "
+            "kernel files, from the top level of CuPy's kernel cache directory. Nothing else "
+            "is touched. Without --yes, only print what would be deleted."
+        ),
+        epilog=_CLEAR_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     clear.add_argument(
         "--stamps-only",
         action="store_true",
-        help="keep CuPy's kernels: the next run loads them, but queues again once",
+        help=option_help(
+            "keep CuPy's kernels: the next run loads them, but queues again once",
+            "CuPy's kernels are deleted too", "--stamps-only",
+        ),
+    )  # fmt: skip
+    clear.add_argument(
+        "--yes",
+        action="store_true",
+        help=option_help("really delete", "a dry run, which only lists", "--yes"),
     )
-    clear.add_argument("--yes", action="store_true", help="really delete (default: a dry run)")
     for sub in (listing, clear):
         sub.add_argument(
             "--dir",
             type=_folder,
-            help="the cache directory (default: the one CuPy uses: CUPY_CACHE_DIR, "
-            "else ~/.cupy/kernel_cache)",
+            help=option_help(
+                "the cache directory", "the one CuPy uses: CUPY_CACHE_DIR, else "
+                "~/.cupy/kernel_cache", "--dir /scratch/cupy-cache",
+            ),
+        )  # fmt: skip
+        sub.add_argument(
+            "--json",
+            action="store_true",
+            help=option_help("print the listing as JSON", "text", "--json"),
         )
-        sub.add_argument("--json", action="store_true", help="machine-readable output")
         sub.set_defaults(run=run)
 
 

@@ -21,9 +21,21 @@ from typing import Any
 from avdenoise_vs._cli import _gpu, _python
 from avdenoise_vs._cli._cachedir import human_bytes, scan
 from avdenoise_vs._cli._locks import held_locks, lock_lines, lock_problems
+from avdenoise_vs._cli._manual import option_help
+from avdenoise_vs._install import CUPY, VAPOURSYNTH, cupy_install, pip_install
 from avdenoise_vs._warmup_cache import EMPTY_FIX, EMPTY_ORIGIN, EMPTY_WHY, configured_wait_s
 
 __all__ = ["add_parser", "collect", "find_problems", "render", "run"]
+
+_EPILOG = """\
+examples:
+  python -m avdenoise_vs doctor
+      the report, then what to fix, each problem with its fix
+  python -m avdenoise_vs doctor --json > doctor.json
+      the same as JSON, for a bug report or a script
+
+Run it with the Python that runs vspipe (the venv's), on the machine of the encode.
+"""
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -32,8 +44,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "doctor",
         help="report GPU, CuPy, cache and VapourSynth set-up, and what to fix",
         description=__doc__.split("\n\n")[1],
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=option_help("print the report as JSON, problems included", "text", "--json"),
+    )
     parser.set_defaults(run=run)
 
 
@@ -100,18 +118,6 @@ def _major(version: str | None) -> int | None:
     return int(match.group()) if match else None
 
 
-def _install(extra: str | None, options: str = "") -> str:
-    """The pip command that installs CuPy for the driver's CUDA version (`extra`), or both
-    commands when that version is unknown."""
-    if extra is None:
-        return (
-            f"pip install {options}'avdenoise-vs[cuda13]' for a CUDA 13 driver, or "
-            "'avdenoise-vs[cuda12]' for CUDA 12 (nvidia-smi's header shows the driver's CUDA "
-            "version)"
-        )
-    return f"pip install {options}'avdenoise-vs[{extra}]'"
-
-
 def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
     """The problems in a `collect` report, each with its fix, most basic first."""
     problems: list[dict[str, str]] = []
@@ -139,7 +145,7 @@ def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
     if not cupy.get("installed"):
         add(
             "CuPy is not installed, so every filter runs on the CPU (NumPy), exact but slow",
-            _install(extra) + (f" (the driver supports CUDA {cuda})" if extra else ""),
+            cupy_install(extra) + (f" (the driver supports CUDA {cuda})" if extra else ""),
         )
     else:
         _cupy_problems(cupy, report["gpus"], no_driver, cuda, extra, add)
@@ -150,7 +156,7 @@ def find_problems(report: dict[str, Any]) -> list[dict[str, str]]:
         have = lock.get("version") or "not installed"
         add(
             f"filelock {have} is below {lock.get('floor')}, the warm-up queue's floor",
-            f"pip install 'filelock>={lock.get('floor')}'",
+            pip_install(f"filelock>={lock.get('floor')}"),
         )
     return problems
 
@@ -162,14 +168,14 @@ def _cupy_problems(cupy, gpus, no_driver, cuda, extra, add) -> None:
         add(
             f"several CuPy packages are installed ({', '.join(packages)}); they overwrite "
             "each other's files",
-            "pip uninstall all of them, then " + _install(extra),
+            "pip uninstall all of them, then " + cupy_install(extra),
         )
     if cupy.get("import_error"):
         if os.environ.get("CUPY_CACHE_DIR") == "":
             return  # that is why: the cache's problem says so, with its fix
         add(
             f"CuPy is installed but cannot be imported ({cupy['import_error']})",
-            "reinstall it: " + _install(extra, "--force-reinstall "),
+            "reinstall it: " + cupy_install(extra, "--force-reinstall"),
         )
         return
     # A wheel's name says its CUDA major version: cupy-cuda12x, cupy-cuda13x.
@@ -180,13 +186,14 @@ def _cupy_problems(cupy, gpus, no_driver, cuda, extra, add) -> None:
         add(
             f"cupy-cuda{built}x is built for CUDA {built}, but the driver supports "
             f"CUDA {cuda} only",
-            f"update the driver, or {_install(extra)}",
+            f"update the driver, or {cupy_install(extra)}",
         )
     if cupy.get("nvrtc_error"):
-        package = f"cupy-cuda{built or major or 13}x"
+        wheels_for = f"cuda{built or major or 13}"
+        install = cupy_install(wheels_for if wheels_for in CUPY else None)
         add(
             f"CuPy cannot load NVRTC, which compiles the kernels ({cupy['nvrtc_error']})",
-            f"pip install '{package}[ctk]' (NVIDIA's CUDA wheels), or install the CUDA Toolkit",
+            f"{install} (CuPy with NVIDIA's CUDA wheels), or install the CUDA Toolkit",
         )
     if not gpus and not no_driver:
         hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -216,7 +223,7 @@ def _vapoursynth_problems(report: dict[str, Any], add) -> None:
     """VapourSynth missing, the plugin not autoloaded, or vspipe without a Python."""
     vs = report.get("vapoursynth") or {}
     if not vs.get("installed"):
-        add(f"VapourSynth cannot be imported ({vs.get('error')})", "pip install vapoursynth")
+        add(f"VapourSynth cannot be imported ({vs.get('error')})", pip_install(VAPOURSYNTH))
         return
     if vs.get("error") and not vs.get("version"):
         add(
@@ -228,12 +235,14 @@ def _vapoursynth_problems(report: dict[str, Any], add) -> None:
             add(
                 "the avdenoise plugin is not where VapourSynth autoloads plugins (an editable "
                 "install loads it only into scripts that import avdenoise_vs)",
-                "pip install . (not -e), or add `import avdenoise_vs` to the script",
+                "pip install . (not -e) in the avdenoise_vs checkout, or add "
+                "`import avdenoise_vs` to the script",
             )
         else:
             add(
                 "a fresh VapourSynth core has no avdenoise namespace",
-                "pip install --force-reinstall avdenoise-vs with the pip of this Python",
+                "pip install --force-reinstall . in the avdenoise_vs checkout, with the pip of "
+                "this Python",
             )
     script = report.get("vsscript") or {}
     if script.get("configured") is False:

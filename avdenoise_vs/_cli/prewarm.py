@@ -24,32 +24,33 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from avdenoise_vs._cli._manual import denoise_option, option_help
 from avdenoise_vs._cli._prewarm_report import read_outcomes, summary_lines
 from avdenoise_vs._pending import settle_all
 
 __all__ = ["add_parser", "denoise_on_blank_clip", "prewarm", "run", "run_script"]
 
+_USAGE: Final[str] = """\
+%(prog)s SCRIPT [-a KEY=VALUE ...] [--json]
+       %(prog)s [--algorithm {nlm,bm3d}] [--format NAME] [--width N]
+                                      [--height N] [--ref] [--PARAMETER VALUE ...] [--json]"""
 _EPILOG: Final[str] = """\
 examples:
   python -m avdenoise_vs prewarm encode.vpy -a src=input.mkv
-  python -m avdenoise_vs prewarm --algorithm nlm --format YUV420P8 --radius 1 --channels luma
+      the filters of encode.vpy, as `vspipe encode.vpy -a src=input.mkv` creates them
+  python -m avdenoise_vs prewarm --format YUV420P10 --radius 1
+      one Denoise with its default algorithm (nlm) on a 10-bit 4:2:0 BlankClip
   python -m avdenoise_vs prewarm --algorithm bm3d --format YUV444PS --radius 1 --channels yuv
+  python -m avdenoise_vs prewarm encode.vpy --json > prewarm.json
 
-Frame size, strengths and thresholds are launch arguments, not compile-time values: one
-prewarm serves every size and strength of the same set-up.
+With a script, its filters give every setting (algorithm, radius, channels, ...): the
+Denoise options above are for a prewarm without one. Frame size, strengths and thresholds
+are launch arguments, not compile-time values: one prewarm serves every size and strength of
+the same set-up. Exit status: 0 when every kernel is warm (or nothing needed compiling), 1
+when the script or a compile failed, 2 for a usage error or a script that cannot be read.
 """
-_LIST_TYPES: Final = {"int[]": int, "float[]": float, "str[]": str}
-_TYPES: Final = {"int": int, "float": float, "str": str}
-
-
-def _bool(text: str) -> bool:
-    """``true``/``false``/``1``/``0`` (any case) as a bool, for boolean Denoise options."""
-    value = text.strip().lower()
-    if value in {"1", "true", "yes"}:
-        return True
-    if value in {"0", "false", "no"}:
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+#: The BlankClip's settings without a script, when not given.
+_BLANK_DEFAULTS: Final = {"format": "YUV420P8", "width": 1920, "height": 1080}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -59,45 +60,65 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "prewarm",
         help="compile the CUDA kernels of a script (or of one Denoise) before an encode",
+        usage=_USAGE,
         description=__doc__.split("\n\n")[1],
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("script", nargs="?", type=Path, help="the .vpy script to prewarm")
+    parser.add_argument(
+        "script",
+        nargs="?",
+        type=Path,
+        help=option_help(
+            "the .vpy script to prewarm, evaluated as vspipe evaluates it",
+            "none: one Denoise on a BlankClip", "encode.vpy",
+        ),
+    )  # fmt: skip
     parser.add_argument(
         "-a",
         "--arg",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a global string for the script, as vspipe's -a (repeatable)",
+        help=option_help(
+            "a global string for the script, as vspipe's -a; repeat for more", "none",
+            "-a src=input.mkv -a crf=30",
+        ),
+    )  # fmt: skip
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=option_help("print the report as JSON", "text", "--json"),
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
     blank = parser.add_argument_group(
         "without a script: one core.avdenoise.Denoise on a BlankClip",
-        "Give --algorithm and any Denoise parameter as --name value (lists as several values).",
+        "Any Denoise parameter as --name value (a list as several values); those not\n"
+        "given take Denoise's defaults.",
     )
     blank.add_argument(
-        "--format", default="YUV420P8", help="a preset format name (default YUV420P8)"
+        "--format",
+        metavar="NAME",
+        help=option_help("a preset format name, any case", "YUV420P8", "--format YUV420P10"),
     )
-    blank.add_argument("--width", type=int, default=1920, help="default 1920")
-    blank.add_argument("--height", type=int, default=1080, help="default 1080")
-    blank.add_argument("--ref", action="store_true", help="pass a guide clip as ref")
+    for name, example in (("width", 3840), ("height", 2160)):
+        blank.add_argument(
+            f"--{name}",
+            type=int,
+            metavar="N",
+            help=option_help(
+                f"the BlankClip's {name} in pixels, which no kernel depends on",
+                str(_BLANK_DEFAULTS[name]), f"--{name} {example}",
+            ),
+        )  # fmt: skip
+    blank.add_argument(
+        "--ref",
+        action="store_true",
+        help=option_help("pass a guide clip as ref", "no ref", "--ref"),
+    )
+    table = {param.name: param for param in DENOISE_PARAMS}
     for param in DENOISE_PARAMS:
-        if param.kind == "clip":
-            continue
-        options: dict[str, Any] = {"dest": f"denoise_{param.name}", "default": None}
-        if param.kind in _LIST_TYPES:
-            options.update(nargs="+", type=_LIST_TYPES[param.kind])
-        else:
-            options["type"] = _bool if param.kind == "bool" else _TYPES[param.kind]
-        # Choices are shown, not enforced: the filter takes them in any case, and checks them.
-        values = getattr(param.allowed, "values", None)
-        options["metavar"] = (
-            "{" + ",".join(values) + "}" if values else param.kind.removesuffix("[]").upper()
-        )
-        options["help"] = param.doc.split(". ")[0].rstrip(".") + "."
-        blank.add_argument(f"--{param.name}", **options)
+        if param.kind != "clip":
+            blank.add_argument(f"--{param.name}", **denoise_option(param, table))
     parser.set_defaults(run=run, prewarm_parser=parser)
 
 
@@ -254,27 +275,55 @@ def _script_error(exc: Exception) -> str:
     return "".join(report.format()).rstrip()
 
 
+def _blank_options(args: argparse.Namespace) -> list[str]:
+    """The options of a prewarm without a script that were given, as ``--name``."""
+    given = [f"--{name}" for name in _BLANK_DEFAULTS if getattr(args, name) is not None]
+    given += ["--ref"] if args.ref else []
+    return given + [f"--{name}" for name in _denoise_kwargs(args)]
+
+
+def _unreadable(script: Path) -> str | None:
+    """Why `script` cannot be read, in a few words, or None when it can."""
+    if not script.exists():
+        return f"no such script: {script}"
+    if not script.is_file():
+        return f"not a file: {script}"
+    try:
+        script.open("rb").close()
+    except OSError as error:
+        return f"cannot read {script}: {error.strerror or error}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``prewarm``; exit status 0 when every kernel is warm (or nothing needed it)."""
+    """Run ``prewarm``; exit status 0 when every kernel is warm (or nothing needed it), 1 when
+    the script or a compile failed, 2 for a usage error or a script that cannot be read."""
     parser = args.prewarm_parser
-    kwargs = _denoise_kwargs(args)
+    kwargs, given = _denoise_kwargs(args), _blank_options(args)
     if args.script is not None:
-        if kwargs or args.ref:
-            parser.error("give a script or Denoise options (--algorithm ...), not both")
+        if given:
+            parser.error(
+                f"with a script, its filters give the settings: {', '.join(given)} "
+                "are for one Denoise without a script"
+            )
         variables = _script_globals(args.arg, parser)
+        if (why := _unreadable(args.script)) is not None:
+            print(f"{parser.prog}: error: {why}", file=sys.stderr)  # one line, no usage
+            return 2
         result = prewarm(lambda: run_script(args.script, variables))
-    elif "algorithm" in kwargs:
+    elif given:
         if args.arg:
             parser.error("-a is for a script's globals; no script was given")
-        if _preset(args.format) is None:
+        blank = {name: getattr(args, name) or _BLANK_DEFAULTS[name] for name in _BLANK_DEFAULTS}
+        if _preset(blank["format"]) is None:
             parser.error(
                 f"--format must be a preset format (YUV420P8, GRAY16, RGBS, ...), "
-                f"got {args.format!r}"
+                f"got {blank['format']!r}"
             )
-        size = (args.width, args.height)
-        result = prewarm(lambda: denoise_on_blank_clip(kwargs, args.format, *size, args.ref))
+        size = (blank["width"], blank["height"])
+        result = prewarm(lambda: denoise_on_blank_clip(kwargs, blank["format"], *size, args.ref))
     else:
-        parser.error("give a .vpy script, or --algorithm nlm|bm3d for one Denoise")
+        parser.error("give a .vpy script, or Denoise options (--format, --algorithm, ...)")
     if args.json:
         print(json.dumps(result, indent=2))
     else:

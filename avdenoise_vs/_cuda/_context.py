@@ -7,21 +7,22 @@ ctypes, release the GIL, so a thread can create the device's primary context, th
 runtime calls then use, while the main thread imports CuPy.
 
 Everything here is best effort: a driver that cannot be loaded or refuses a call leaves the
-context to CuPy, as without this module. Nothing here raises.
+context to CuPy, as without this module. Nothing here raises, and the thread logs nothing:
+a machine without a driver runs ``device='auto'`` on the CPU, and says so once (``_backends``);
+why the driver failed is kept in :attr:`EarlyContext.failure` for a filter that asked for
+CUDA by name (``open_device``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import logging
 import threading
 
+from .._log import OWN_THREAD_PREFIX
 from .._warmup_report import record_phase
 from ._placement import device_for_process
 
 __all__ = ["EarlyContext", "start_early_context"]
-
-logger = logging.getLogger(__name__)
 
 #: The early contexts of this process, by device ordinal: one thread a device, however many
 #: filters a script creates.
@@ -62,29 +63,38 @@ class EarlyContext:
         self._driver = None
         self._device = ctypes.c_int()
         self._retained = False
-        self._thread = threading.Thread(target=self._run, name="avdenoise-context", daemon=True)
+        #: Why the context was not made (one line), or None; read it after :meth:`release`.
+        self.failure: str | None = None
+        # An own thread's name: VapourSynth's logging bridge never sees its records (_log.py).
+        name = f"{OWN_THREAD_PREFIX}context"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             driver = ctypes.CDLL("libcuda.so.1")
             status = driver.cuInit(0)
-            if self._ordinal is None and not status:
-                self._ordinal = device_for_process(None)
-            status = status or driver.cuDeviceGet(ctypes.byref(self._device), self._ordinal)
             if status:
-                logger.debug("avdenoise: early context: no device %s (%s)", self._ordinal, status)
+                self.failure = f"the NVIDIA driver's cuInit returned {status}"
+                return
+            if self._ordinal is None:
+                self._ordinal = device_for_process(None)
+            status = driver.cuDeviceGet(ctypes.byref(self._device), self._ordinal)
+            if status:
+                self.failure = f"cuDeviceGet of device {self._ordinal} returned {status}"
                 return
             self._before(self._ordinal)
             context = ctypes.c_void_p()
             status = driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), self._device)
             if status:
-                logger.debug("avdenoise: early context: retain failed (%s)", status)
+                self.failure = f"cuDevicePrimaryCtxRetain returned {status}"
                 return
             self._driver, self._retained = driver, True
             record_phase("context")
-        except Exception as error:  # OSError without a driver; nothing here may fail a render
-            logger.debug("avdenoise: early context: %s", error)
+        except OSError as error:  # libcuda cannot be loaded
+            self.failure = f"no NVIDIA driver found ({error})"
+        except Exception as error:  # nothing here may fail a render
+            self.failure = f"{type(error).__name__}: {error}"
 
     def release(self) -> None:
         """Give the context back when no backend of this process will use it (CuPy missing,

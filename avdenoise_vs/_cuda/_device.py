@@ -51,10 +51,13 @@ def open_device(device_index: int | None, sync: str):
         record_phase("cupy")
         # Placement chose in the early context's thread already, if it ran; else it does now.
         return cupy, device_number(cupy, device_for_process(device_index))
-    except BackendUnavailable:
-        if early is not None:
-            early.release()
-        raise
+    except BackendUnavailable as error:
+        if early is None:
+            raise
+        early.release()
+        if early.failure is None:
+            raise
+        raise BackendUnavailable(error.reason, error.backend, early.failure) from error
 
 
 def device_number(cupy, device_index: int | None) -> int:

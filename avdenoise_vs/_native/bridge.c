@@ -310,11 +310,18 @@ static void VS_CC filter_create(const VSMap *in, VSMap *out, void *user_data, VS
                              d->num_inputs, d, core);
 }
 
+/* The package version, defined by setup.py from avdenoise_vs/_version.py. */
+#if !defined(AVDENOISE_VERSION) || !defined(AVDENOISE_VERSION_MAJOR) || \
+    !defined(AVDENOISE_VERSION_MINOR)
+#error "build the bridge through setup.py, which defines the AVDENOISE_VERSION macros"
+#endif
+
 VS_EXTERNAL_API(void) VapourSynthPluginInit2(VSPlugin *plugin, const VSPLUGINAPI *vspapi) {
     vspapi->configPlugin("com.avdenoise.vs", "avdenoise",
-                         "GPU video denoisers (NLM, BM3D); docs: help(avdenoise_vs.denoise)",
-                         VS_MAKE_VERSION(1, 0), VS_MAKE_VERSION(VAPOURSYNTH_API_MAJOR, 0), 0,
-                         plugin);
+                         "avdenoise_vs " AVDENOISE_VERSION
+                         ": GPU video denoisers (NLM, BM3D); docs: help(avdenoise_vs.denoise)",
+                         VS_MAKE_VERSION(AVDENOISE_VERSION_MAJOR, AVDENOISE_VERSION_MINOR),
+                         VS_MAKE_VERSION(VAPOURSYNTH_API_MAJOR, 0), 0, plugin);
     /* A host without Python (a pure C program) gets an empty namespace rather than a crash. */
     if (!Py_IsInitialized()) return;
     PyGILState_STATE gil = PyGILState_Ensure();

@@ -30,7 +30,7 @@ def test_without_cupy_it_names_the_extra_and_exits_1(run_cli) -> None:
     done = run_cli("doctor")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "CuPy is not installed" in done.stdout
-    assert "pip install 'avdenoise-vs[cuda13]'" in done.stdout
+    assert "pip install 'cupy-cuda13x[ctk]>=14.1'" in done.stdout
     assert "What to fix" in done.stdout
 
 
@@ -42,25 +42,33 @@ def test_json_parses_and_lists_the_problems(run_cli) -> None:
     assert report["ok"] is False
     assert report["cupy"]["installed"] is False
     fixes = [item["fix"] for item in report["problems"]]
-    assert any("avdenoise-vs[cuda13]" in fix for fix in fixes)
+    assert any("cupy-cuda13x[ctk]" in fix for fix in fixes)
     assert report["cache"]["directory"].endswith("cupy-cache")
     assert report["cache"]["origin"] == "CUPY_CACHE_DIR"
 
 
-def _fake_cupy(*, gpus: int = 1, nvrtc_fails: bool = False) -> types.ModuleType:
-    """A module that answers the doctor's questions as CuPy 14 on an H200 would."""
+def _fake_cupy(
+    *, gpus: int = 1, nvrtc_fails: bool = False, driver: int = 13000
+) -> types.ModuleType:
+    """A module that answers the doctor's questions as CuPy 14 on an H200 would (`driver` 0:
+    as CuPy answers where no NVIDIA driver is installed)."""
 
     def nvrtc_version() -> tuple[int, int]:
         if nvrtc_fails:
             raise OSError("libnvrtc.so.13: cannot open shared object file")
         return (13, 0)
 
+    def device_count() -> int:
+        if not driver:
+            raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+        return gpus
+
     runtime = types.SimpleNamespace(
-        getDeviceCount=lambda: gpus,
+        getDeviceCount=device_count,
         getDeviceProperties=lambda i: {
             "name": b"NVIDIA H200", "major": 9, "minor": 0, "totalGlobalMem": 140 * GIB,
         },
-        driverGetVersion=lambda: 13000,
+        driverGetVersion=lambda: driver,
         runtimeGetVersion=lambda: 13000,
     )  # fmt: skip
     cupy = types.ModuleType("cupy")
@@ -126,6 +134,23 @@ def test_a_fake_cupy_without_nvrtc_asks_for_the_ctk_wheels(
     assert "cupy-cuda13x[ctk]" in nvrtc["fix"]
 
 
+def test_cupy_without_a_driver_says_no_driver_was_found(
+    fake_cupy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(driver=0))
+    missing = {"version": None, "cuda": None, "library": False, "error": "libcuda.so.1: no file"}
+    monkeypatch.setattr(_gpu, "probe_driver", lambda: missing)
+    monkeypatch.setattr(_gpu, "probe_nvidia_smi", lambda: {"found": False, "gpus": []})
+    report = doctor.collect()
+    assert report["cupy"]["driver_cuda"] is None
+    text = doctor.render(report)
+    assert "CUDA 0.0" not in text
+    assert "driver: not found (libcuda.so.1: no file)" in text
+    problems = [p["problem"] for p in report["problems"]]
+    assert problems[0].startswith("no NVIDIA driver found")
+    assert not any("update" in p["fix"] for p in report["problems"]), report["problems"]
+
+
 def test_a_fake_cupy_without_gpus_says_so(fake_cupy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(gpus=0))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -189,9 +214,9 @@ def test_the_extra_matches_the_drivers_cuda_version() -> None:
     no_cupy = {"installed": False, "packages": []}
     cuda12 = _report(cupy=no_cupy, driver={"library": True, "cuda": "12.4"})
     (fix,) = _fixes(cuda12)
-    assert "pip install 'avdenoise-vs[cuda12]' (the driver supports CUDA 12.4)" in fix
+    assert "pip install 'cupy-cuda12x[ctk]>=14.1' (the driver supports CUDA 12.4)" in fix
     (fix,) = _fixes(_report(cupy=no_cupy))
-    assert "avdenoise-vs[cuda13]'" in fix
+    assert "cupy-cuda13x[ctk]>=14.1'" in fix
 
 
 def test_no_driver_and_no_cupy_are_two_problems() -> None:
@@ -199,14 +224,15 @@ def test_no_driver_and_no_cupy_are_two_problems() -> None:
     fixes = _fixes(report)
     assert len(fixes) == 2
     assert "no NVIDIA driver found" in fixes[0]
-    assert "'avdenoise-vs[cuda13]' for a CUDA 13 driver, or 'avdenoise-vs[cuda12]'" in fixes[1]
+    assert "'cupy-cuda13x[ctk]>=14.1' for a CUDA 13 driver, or " in fixes[1]
+    assert "'cupy-cuda12x[ctk]>=14.1' for CUDA 12" in fixes[1]
 
 
 def test_cupy_built_for_a_newer_cuda_than_the_driver() -> None:
     report = _report(driver={"library": True, "cuda": "12.8"})
     report["cupy"] = report["cupy"] | {"driver_cuda": "12.8"}
     (fix,) = _fixes(report)
-    assert "cupy-cuda13x is built for CUDA 13" in fix and "[cuda12]" in fix
+    assert "cupy-cuda13x is built for CUDA 13" in fix and "cupy-cuda12x[ctk]" in fix
 
 
 def test_an_old_driver_is_a_problem() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -28,6 +29,45 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
         main([*command, "--help"])
     assert exit_info.value.code == 0
     assert "usage: python -m avdenoise_vs" in capsys.readouterr().out
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    """`parser` and every subcommand's parser under it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from _parsers(sub)
+
+
+def test_every_option_says_its_default_and_gives_an_example() -> None:
+    parsers = list(_parsers(build_parser()))
+    assert len(parsers) == 6  # the program, doctor, prewarm, cache, cache list, cache clear
+    for parser in parsers:
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            assert "(default: " in action.help and "; e.g. " in action.help, (
+                parser.prog,
+                action.dest,
+                action.help,
+            )
+
+
+def test_every_command_has_examples_that_it_accepts() -> None:
+    for parser in _parsers(build_parser()):
+        assert "examples:\n" in (parser.epilog or ""), parser.prog
+        commands = [
+            line.strip().split(" > ")[0].split()
+            for line in parser.epilog.splitlines()
+            if line.strip().startswith("python -m avdenoise_vs ")
+        ]
+        assert commands, parser.prog
+        for words in commands:
+            assert " ".join(words).startswith(parser.prog), (parser.prog, words)
+            build_parser().parse_args(words[3:])  # exits 2 on an example it rejects
 
 
 def test_a_command_is_required() -> None:

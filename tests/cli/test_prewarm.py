@@ -96,9 +96,53 @@ def test_a_rejected_setting_is_the_filters_message(
     assert report["error"] == "avdenoise.Denoise: radius must be an integer from 0 to 8, got 99"
 
 
+def test_without_a_script_the_algorithm_is_denoises_default(
+    core, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = _prewarm(capsys, "--format", "GRAY8", "--width", "32", "--device", "cpu")
+    assert code == 0, report["error"]
+    assert report["backends"] == {"cpu": 1} and report["outputs"] == 1
+
+
+def test_a_script_gives_the_algorithm_and_settings(
+    fake_cuda: type[_FakeCuda], cache: Path, tmp_path: Path, core, capsys
+) -> None:
+    script = tmp_path / "bm3d.vpy"
+    script.write_text(
+        SCRIPT.replace("radius=1, device=DEVICE", "algorithm='bm3d', radius=2, device='cuda'")
+    )
+    code, report = _prewarm(capsys, str(script), "-a", "width=32")
+    assert code == 0, report
+    (kernel,) = report["kernels"]
+    assert kernel["outcome"] == "compiled"
+    assert "('fake-spec', 'bm3d', 2, <Distance.LUMA: 'luma'>)" in Path(kernel["stamp"]).read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "words"), [("missing.vpy", "no such script"), (".", "not a file")]
+)
+def test_a_script_that_cannot_be_read_is_one_line_and_exit_2(
+    tmp_path: Path, core, capsys: pytest.CaptureFixture[str], name: str, words: str
+) -> None:
+    path = tmp_path / name
+    assert main(["prewarm", str(path), "-a", "width=32"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"python -m avdenoise_vs prewarm: error: {words}: {path}\n"
+
+
+def test_a_script_with_denoise_options_names_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["prewarm", str(_script(tmp_path)), "--radius", "2", "--format", "GRAY8"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "with a script, its filters give the settings: --format, --radius are for" in err
+
+
 USAGE_ERRORS = [
     [],
-    ["--format", "YUV420P8"],
     ["x.vpy", "--algorithm", "nlm"],
     ["--algorithm", "nlm", "-a", "k=v"],
     ["--algorithm", "nlm", "--format", "NOPE"],

@@ -3,14 +3,16 @@ start, and the wait mode a process asks its context for."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import logging
 import os
 import sys
 import types
 
 import pytest
 
-from avdenoise_vs._cuda import _device
+from avdenoise_vs._cuda import _context, _device
 from avdenoise_vs._errors import BackendUnavailable
 from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
 from avdenoise_vs._settings import Bm3dSettings, NlmSettings, Stages
@@ -96,6 +98,23 @@ def test_without_cupy_the_backend_is_unavailable(monkeypatch):
     with pytest.raises(BackendUnavailable, match="CuPy cannot be imported"):
         _device.open_device(None, "auto")
     assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"  # set before CuPy is looked for
+
+
+def test_without_a_driver_the_early_context_logs_nothing_and_keeps_why(monkeypatch, caplog):
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    monkeypatch.setattr(_context, "_STARTED", {})
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.delenv("AVDENOISE_DEBUG", raising=False)
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(BackendUnavailable, match="CuPy cannot be imported") as raised:
+        _device.open_device(None, "auto")
+    assert raised.value.detail == (
+        "no NVIDIA driver found (libcuda.so.1: cannot open shared object file)"
+    )
+    assert [r.getMessage() for r in caplog.records if r.threadName != "MainThread"] == []
 
 
 def test_a_chosen_connection_count_is_kept(monkeypatch):

@@ -1,4 +1,5 @@
-"""Set-up scripts: the demo names its backend; _venv.sh installs only when the source changed."""
+"""Set-up scripts: the demo names its backend; _venv.sh installs only when the source changed;
+demo.sh hands its arguments to demo.py."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def test_demo_names_the_backend(tmp_path):
 def fake_checkout(tmp_path):
     """A copy of _venv.sh beside a tiny source tree, with a fake .venv that logs its calls."""
     (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "_venv.sh", tmp_path / "scripts")
+    for script in ("_venv.sh", "demo.sh"):
+        shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts")
     (tmp_path / "avdenoise_vs").mkdir()
     (tmp_path / "avdenoise_vs" / "module.py").write_text("x = 1\n")
     for name in ("setup.py", "pyproject.toml", "README.md"):
@@ -50,17 +52,33 @@ def fake_checkout(tmp_path):
     return tmp_path
 
 
-def pip_installs(checkout: Path, extra: str = "") -> list[str]:
-    """Source _venv.sh once; return the pip installs of the project it ran."""
+def run_calls(checkout: Path, script: str) -> list[str]:
+    """Run a bash script in the fake checkout; return the calls its fake tools logged."""
     log = checkout / ".venv" / "bin" / "calls.log"
     log.unlink(missing_ok=True)
-    script = f'source scripts/_venv.sh "{extra}"'
     env = {**os.environ, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     done = subprocess.run(["bash", "-c", script], cwd=checkout, env=env, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
     calls = log.read_text().splitlines()
     assert "vapoursynth config" in calls  # always: it is cheap and once per Python
+    return calls
+
+
+def project_installs(calls: list[str]) -> list[str]:
     return [c for c in calls if c.startswith("python -m pip install -q .")]
+
+
+def pip_installs(checkout: Path, extra: str = "") -> list[str]:
+    """Source _venv.sh once; return the pip installs of the project it ran."""
+    return project_installs(run_calls(checkout, f'venv_extra="{extra}"; source scripts/_venv.sh'))
+
+
+def test_demo_passes_its_arguments_to_demo_py(fake_checkout):
+    calls = run_calls(fake_checkout, "scripts/demo.sh --length 2 --device cpu")
+    assert project_installs(calls) == ["python -m pip install -q ."]
+    demo = "python scripts/demo.py --vspipe .venv/bin/vspipe --length 2 --device cpu"
+    assert calls[-1] == demo
+    assert project_installs(run_calls(fake_checkout, "scripts/demo.sh --help")) == []
 
 
 def test_venv_installs_only_when_the_source_changed(fake_checkout):
