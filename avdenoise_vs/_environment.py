@@ -335,9 +335,11 @@ def check_cuda_settings() -> None:
     Raises
     ------
     ValueError
-        For a bad ``AVDENOISE_CUDA_SYNC`` or a malformed ``AVDENOISE_DEBUG``.
+        For a bad ``AVDENOISE_CUDA_SYNC`` or ``AVDENOISE_WARMUP_WAIT`` (which the queue itself
+        reads leniently), or a malformed ``AVDENOISE_DEBUG``.
     """
     switch("AVDENOISE_CUDA_SYNC")
+    seconds("AVDENOISE_WARMUP_WAIT")
     _debug_items(os.environ.get(DEBUG, ""))
 
 

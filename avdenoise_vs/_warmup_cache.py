@@ -143,8 +143,9 @@ def configured_wait_s() -> float:
     Raises
     ------
     ValueError
-        When the variable is not a number of seconds, at least 0. The CUDA backend calls this
-        when a filter is created, so that a bad value is an error there, not a silent default.
+        When the variable is not a number of seconds, at least 0. A CUDA filter checks it when
+        it is created (``check_cuda_settings``), so that a bad value is an error there, not a
+        silent default.
     """
     return seconds(WAIT_VARIABLE)
 

@@ -45,7 +45,6 @@ from .._environment import check_cuda_settings, debug_switch, positive_int, swit
 from .._errors import BackendUnavailable
 from .._options import FrameLayout
 from .._settings import PassSettings
-from .._warmup_cache import configured_wait_s
 from .._warmup_report import record_phase
 from . import _crowd, _transfer
 from ._buffers import SlotLayout, ThreadState
@@ -103,7 +102,6 @@ class CudaBackend:
         mode = wait_mode(sync, passes)
         cupy, device_id = open_device(device_index, mode)
         check_cuda_settings()  # the device is there: a bad setting is this filter's error
-        configured_wait_s()  # and so is a bad AVDENOISE_WARMUP_WAIT, not quietly the queue's
         transfer = _transfer.setting(transfer)
         set_sync_mode(device_id, mode)  # the early context's thread may not have got there
         self._runtime = cupy.cuda.runtime
