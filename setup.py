@@ -94,6 +94,7 @@ bridge = Extension(
     ],
     include_dirs=[vapoursynth_include()],
     define_macros=version_macros(),
+    libraries=["dl"],  # dladdr and dlopen (bridge.c keeps itself loaded); in libc since 2.34
     # Hidden by default: the library exports VapourSynth's entry point alone (VS_EXTERNAL_API),
     # so the functions the two files share cannot be interposed by another library's.
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"],

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from ._environment import debug_switch
 from ._errors import BackendUnavailable
 from ._install import cupy_install
 from ._log import script_core, vs_warning
@@ -56,7 +55,7 @@ def select_backend(
 ):
     """Build and warm up the backend for a call.
 
-    With `defer` (unless ``AVDENOISE_DEBUG`` has ``warm_up=constructor``), a GPU backend's
+    With `defer`, a GPU backend's
     warm-up (its CUDA context and kernels) runs on a thread of its own and a
     :class:`~avdenoise_vs._pending.PendingBackend` comes back at once: the script goes on and
     VapourSynth starts making the source's first frames while the GPU gets ready, and the
@@ -73,7 +72,7 @@ def select_backend(
     """
     search = _Search(function, device, accelerators, passes, layout)
     backend = search.next_built()
-    if defer and hasattr(backend, "kernel_specs") and debug_switch("warm_up") == "background":
+    if defer and hasattr(backend, "kernel_specs"):
         from ._pending import PendingBackend
 
         return PendingBackend(function, lambda: search.settle(backend))

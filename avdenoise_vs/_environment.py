@@ -2,9 +2,9 @@
 
 The README's table and docs/ARCHITECTURE.md's are generated from :data:`VARIABLES` and
 :data:`DEBUG_KEYS` (``scripts/gen_readme.py``). The code reads switches through
-:func:`switch`, the comparison switches, all in the one variable ``AVDENOISE_DEBUG``, through
-:func:`debug_switch` and :func:`positive_int`, and durations through :func:`seconds`; each
-checks the value against its table. A bad value is an error that names the variable, the item
+:func:`switch`, durations through :func:`seconds`, and the comparison switches, all in the one
+variable ``AVDENOISE_DEBUG``, once per CUDA filter through :func:`cuda_tuning`; each checks the
+value against its table. A bad value is an error that names the variable, the item
 or value and what is allowed, raised when a CUDA filter is created (:func:`check_cuda_settings`):
 what a CUDA backend reads before it knows that its device is there is read leniently, so that
 no setting of a backend that cannot run fails ``device='auto'`` where the CPU runs instead.
@@ -26,12 +26,12 @@ __all__ = [
     "VARIABLES",
     "DebugKey",
     "Variable",
+    "CudaTuning",
     "check_cuda_settings",
-    "debug_switch",
+    "cuda_tuning",
     "debug_table",
     "default",
     "markdown_table",
-    "positive_int",
     "seconds",
     "switch",
 ]
@@ -139,81 +139,16 @@ VARIABLES: tuple[Variable, ...] = (
     ),
 )
 
-#: The keys of ``AVDENOISE_DEBUG``: what each comparison benchmark switches.
+#: The keys of ``AVDENOISE_DEBUG``: what the comparison benchmarks still switch.
 DEBUG_KEYS: tuple[DebugKey, ...] = (
     DebugKey(
         "transfer",
         "`auto` / `direct` / `staged` / `staged-upload` / `staged-download`",
         "auto",
         "How frames cross the bus: straight from and to VapourSynth's memory, or through "
-        "page-locked buffers (`auto`: staged from 3 MiB a frame, and for one-frame windows; "
-        "BM3D staged unless three other avdenoise processes render on the host), "
-        "or staged one way only.",
+        "page-locked buffers (`auto`: staged from 3 MiB a frame, for one-frame windows and "
+        "for BM3D), or staged one way only.",
         choices=("auto", "direct", "staged", "staged-upload", "staged-download"),
-    ),
-    DebugKey(
-        "host_copies",
-        "`bridge` / `python`",
-        "bridge",
-        "Staged frames: the native bridge copies them between VapourSynth's frames and the "
-        "page-locked buffers, and waits for the GPU, without the GIL, so that a frame takes "
-        "the GIL once (`bridge`); or Python does (`python`).",
-        choices=("bridge", "python"),
-    ),
-    DebugKey(
-        "cuda_calls",
-        "`held` / `released`",
-        "held",
-        "Kernel launches and event calls keep the GIL (`held`) or release it as CuPy's calls do.",
-        choices=("held", "released"),
-    ),
-    DebugKey(
-        "early_context",
-        "`on` / `off`",
-        "on",
-        "A CUDA filter starts its device's context in a thread while CuPy is imported "
-        "(`on`), or leaves it to CuPy's first call on the device (`off`).",
-        choices=("on", "off"),
-    ),
-    DebugKey(
-        "placement",
-        "`auto` / `off`",
-        "auto",
-        "A CUDA filter given no device index runs on the visible GPU that the fewest other "
-        "avdenoise processes have claimed (claim files in `placement/` inside CuPy's kernel "
-        "cache), so a fleet spreads over a host's GPUs (`auto`); or always on device 0 (`off`).",
-        choices=("auto", "off"),
-    ),
-    DebugKey(
-        "thread_states",
-        "a positive integer",
-        "the core's threads",
-        "Threads whose streams and page-locked buffers are made by the filter's warm-up, "
-        "rather than on each thread's first frame.",
-    ),
-    DebugKey(
-        "split_compile",
-        "a positive integer",
-        "the machine's cores",
-        "Threads NVRTC may use to compile one BM3D module (`--split-compile`): how fast a "
-        "cold cache warms.",
-    ),
-    DebugKey(
-        "compile_ahead",
-        "`on` / `off`",
-        "on",
-        "The process that compiles for the warm-up queue runs NVRTC while its CUDA context "
-        "comes up, into CuPy's kernel cache (`on`), or only once the context is up (`off`).",
-        choices=("on", "off"),
-    ),
-    DebugKey(
-        "gate_order",
-        "`arrival` / `expected`",
-        "arrival",
-        "V-BM3D frames enter the GPU lowest number first among those already waiting "
-        "(`arrival`), or among those being uploaded too, waiting briefly for a lower one "
-        "(`expected`: no group filtered twice, less memory, but slower in a fleet).",
-        choices=("arrival", "expected"),
     ),
     DebugKey(
         "bm3d_workspaces",
@@ -229,27 +164,37 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "V-BM3D: accumulators kept on the GPU, one per frame and stage, each 2 planes of "
         "int64 per channel (most of V-BM3D's memory); fewer may filter a frame twice.",
     ),
-    DebugKey(
-        "warm_up",
-        "`background` / `constructor`",
-        "background",
-        "Where a CUDA filter's warm-up (its context, and its kernels under the warm-up queue) "
-        "runs: on a thread of its own while the script goes on and VapourSynth starts the "
-        "source's first frames, which the filter's first frame then waits for, or in the "
-        "filter's constructor.",
-        choices=("background", "constructor"),
-    ),
-    DebugKey(
-        "bm3d_sums",
-        "`shared` / `global`",
-        "shared",
-        "BM3D's groups in the frame of their reference block add into a shared-memory copy "
-        "of the accumulator over their thread block's reach, which is then added to the "
-        "accumulator once (`shared`: far fewer global atomics), or straight into the "
-        "accumulator in global memory, 4 reference blocks a thread block (`global`).",
-        choices=("shared", "global"),
-    ),
 )
+
+
+@dataclass(frozen=True)
+class CudaTuning:
+    """The ``AVDENOISE_DEBUG`` items a CUDA filter runs with, read once when it is made.
+
+    Attributes
+    ----------
+    transfer : str
+        The ``transfer`` key (``"auto"`` unless given).
+    bm3d_workspaces, bm3d_cache : int or None
+        The keys of those names; None: the pass's own default.
+    """
+
+    transfer: str = "auto"
+    bm3d_workspaces: int | None = None
+    bm3d_cache: int | None = None
+
+
+def cuda_tuning() -> CudaTuning:
+    """The :class:`CudaTuning` that ``AVDENOISE_DEBUG`` gives now.
+
+    Raises
+    ------
+    ValueError
+        When ``AVDENOISE_DEBUG`` is malformed (see :func:`_debug_items`).
+    """
+    items = _debug_items(os.environ.get(DEBUG, ""))
+    return CudaTuning(**items)
+
 
 _BY_NAME = {variable.name: variable for variable in VARIABLES}
 _BY_KEY = {key.key: key for key in DEBUG_KEYS}
@@ -304,29 +249,6 @@ def seconds(name: str) -> float:
     return value
 
 
-def debug_switch(key: str, *, lenient: bool = False) -> str:
-    """The value of switch `key` in ``AVDENOISE_DEBUG`` (lower case), or its default.
-
-    With `lenient`, a malformed ``AVDENOISE_DEBUG`` gives the default too (see
-    :func:`check_cuda_settings`).
-
-    Raises
-    ------
-    ValueError
-        When ``AVDENOISE_DEBUG`` is malformed (see :func:`_debug_items`), unless `lenient`.
-    """
-    setting = _BY_KEY[key]  # KeyError: only keys of the table are read
-    if not setting.choices:
-        raise TypeError(f"{key} takes a positive integer, not one of a switch's choices")
-    try:
-        items = _debug_items(os.environ.get(DEBUG, ""))
-    except ValueError:
-        if lenient:
-            return setting.default
-        raise
-    return items.get(key, setting.default)
-
-
 def check_cuda_settings() -> None:
     """Check every switch a CUDA backend reads: the backend calls it once its device is
     known to be there, so that a bad value is that CUDA filter's error and never fails
@@ -341,19 +263,6 @@ def check_cuda_settings() -> None:
     switch("AVDENOISE_CUDA_SYNC")
     seconds("AVDENOISE_WARMUP_WAIT")
     _debug_items(os.environ.get(DEBUG, ""))
-
-
-def positive_int(key: str) -> int | None:
-    """The positive integer given for `key` in ``AVDENOISE_DEBUG``, or None when not given.
-
-    Raises
-    ------
-    ValueError
-        When ``AVDENOISE_DEBUG`` is malformed (see :func:`_debug_items`).
-    """
-    if _BY_KEY[key].choices:  # KeyError: only keys of the table are read
-        raise TypeError(f"{key} is a switch, not a positive integer")
-    return _debug_items(os.environ.get(DEBUG, "")).get(key)
 
 
 @functools.lru_cache(maxsize=8)

@@ -98,12 +98,6 @@ def test_prewarm_waits_for_every_pending_warm_up(fake_cuda, held) -> None:
     assert all(p.resolved().compiled for p in pending)
 
 
-def test_the_constructor_switch_warms_up_in_place(fake_cuda, monkeypatch) -> None:
-    monkeypatch.setenv("AVDENOISE_DEBUG", "warm_up=constructor")
-    backend = _backends.select_backend("Denoise", "cuda", ["cuda"], PASSES, LAYOUT, defer=True)
-    assert isinstance(backend, fake_cuda) and backend.compiled
-
-
 class PythonVSScriptLoggingBridge(logging.Handler):
     """Stands in for vspipe's bridge, which raises on records of threads it did not start."""
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from avdenoise_vs import _safefiles, _warmup_cache, warmup
-from avdenoise_vs._cuda import _crowd, _placement
+from avdenoise_vs._cuda import _placement
 from avdenoise_vs.warmup import kernel_key, warm_up
 
 from .fake_cuda_backend import FakeCuda, first_plane, random_clip
@@ -145,32 +145,13 @@ def test_report_links_are_not_written_through(
     _untouched(victim)
 
 
-# --- processes/ and placement/ ----------------------------------------------------------------
+# --- placement/ ----------------------------------------------------------------
 
 
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No announcement nor device choice made yet in this process."""
-    monkeypatch.setattr(_crowd, "_announced", None)
+    """No device choice made yet in this process."""
     monkeypatch.setattr(_placement, "_chosen", None)
-
-
-def test_an_announcement_link_is_replaced(cache: Path, victim: Path, fresh) -> None:
-    folder = cache / _crowd.FOLDER
-    own = _plant(folder / f"{os.getpid()}.process", victim)
-    _crowd.announce(folder)
-    _untouched(victim)
-    assert _regular(own) and own.read_text() == (_crowd.start_time(os.getpid()) or "")
-    assert _crowd.others(folder) == 0
-
-
-def test_announcement_links_are_neither_counted_nor_removed(cache: Path, victim: Path) -> None:
-    folder = cache / _crowd.FOLDER
-    stale = _plant(folder / f"{_dead_pid()}.process", victim)
-    live = _plant(folder / f"{os.getppid()}.process", victim)
-    assert _crowd.others(folder) == 0
-    assert stale.is_symlink() and live.is_symlink()
-    _untouched(victim)
 
 
 def test_a_claim_link_is_replaced(cache: Path, victim: Path) -> None:
@@ -209,25 +190,21 @@ def _placing(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     monkeypatch.delenv("AVDENOISE_DEBUG", raising=False)
 
 
-@pytest.mark.parametrize("name", [_crowd.FOLDER, _placement.FOLDER])
+@pytest.mark.parametrize("name", [_placement.FOLDER])
 def test_a_subfolder_that_is_a_link_is_refused_with_one_warning(
     cache: Path, victim: Path, fresh, caplog, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     monkeypatch.setattr(_safefiles, "_refused", set())
     # The victim's folder holds files under our names: stale-looking, so they would be removed.
     dead = _dead_pid()
-    (victim.parent / f"{dead}.process").write_text("")
     (victim.parent / f"{dead}-0.claim").write_text("")
     _plant(cache / name, victim.parent)
     _placing(monkeypatch, cache)
     with caplog.at_level(logging.WARNING, logger="avdenoise_vs"):
         for _ in range(2):
-            _crowd.announce(cache / _crowd.FOLDER)
-            assert _crowd.others(cache / _crowd.FOLDER) == 0
             assert _placement.device_for_process(None) in (0, 1)
-            monkeypatch.setattr(_crowd, "_announced", None)
             monkeypatch.setattr(_placement, "_chosen", None)
-    _untouched(victim, f"{dead}.process", f"{dead}-0.claim")
+    _untouched(victim, f"{dead}-0.claim")
     warnings = [r.getMessage() for r in caplog.records if "symbolic link" in r.getMessage()]
     assert warnings == [f"avdenoise: {cache / name} is a symbolic link, which is never followed; "
                         "going on without it"]  # fmt: skip
@@ -239,24 +216,19 @@ def test_a_subfolder_that_is_a_link_is_refused_with_one_warning(
 def test_a_render_in_a_cache_full_of_links_works(
     core, fake_cuda, cache: Path, victim: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A CUDA filter (the fake) that announces itself, counts the others and places itself as
-    the real one does, in a cache where every name of ours is a link to the victim's file."""
+    """A CUDA filter (the fake) that places itself as the real one does, in a cache where
+    every name of ours is a link to the victim's file."""
     monkeypatch.setenv("AVDENOISE_WARMUP", "1")
     monkeypatch.setenv("CUPY_CACHE_DIR", str(cache))
-    monkeypatch.setattr(_crowd, "_announced", None)
     monkeypatch.setattr(_placement, "_chosen", None)
     _placing(monkeypatch, cache)
     monkeypatch.setattr(warmup, "kernel_key", lambda specs, device=None: KEY)
     for name in (STAMP, LOCK):
         _plant(cache / name, victim)
-    for name in (f"{os.getpid()}.process", f"{os.getppid()}.process"):
-        _plant(cache / _crowd.FOLDER / name, victim)
     for name in ("placement.lock", f"{os.getpid()}-1.claim"):
         _plant(cache / _placement.FOLDER / name, victim)
 
     def start(self, *args, **kwargs) -> None:
-        _crowd.announce()
-        self.others = _crowd.others()
         self.placed = _placement.device_for_process(None)
         FakeCuda.__init__(self, *args, **kwargs)
 
@@ -266,5 +238,5 @@ def test_a_render_in_a_cache_full_of_links_works(
     got = first_plane(core.avdenoise.Denoise(clip, device="cuda").get_frame(2))
     np.testing.assert_array_equal(got, expected)
     (backend,) = fake_cuda.built
-    assert backend.compiled and backend.others == 0 and backend.placed == 0
+    assert backend.compiled and backend.placed == 0
     _untouched(victim)

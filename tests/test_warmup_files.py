@@ -152,9 +152,9 @@ def test_cache_dir_origin_names_who_decides(
 def test_an_empty_cupy_cache_dir_is_no_directory(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, compiler
 ) -> None:
-    """Not the working folder, which ``Path("")`` is: nothing of the queue, the process
-    announcements or the device claims may land there."""
-    from avdenoise_vs._cuda import _crowd, _placement
+    """Not the working folder, which ``Path("")`` is: nothing of the queue or the device
+    claims may land there."""
+    from avdenoise_vs._cuda import _placement
 
     monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
@@ -166,9 +166,6 @@ def test_an_empty_cupy_cache_dir_is_no_directory(
     assert _warmup_cache.cache_dir_origin() == _warmup_cache.EMPTY_ORIGIN
     monkeypatch.setattr(_warmup_cache, "cupy_installed", lambda: True)
     assert warm_up(KEY, lambda: None).ok and not warm_up(KEY, lambda: None).queued
-    monkeypatch.setattr(_crowd, "_announced", None)
-    _crowd.announce()
-    assert _crowd.others() == 0
     monkeypatch.setattr(_placement, "_chosen", None)
     monkeypatch.setattr(_placement, "visible_count", lambda: 2)
     monkeypatch.setattr(_placement, "free_memory", lambda count: [None] * count)

@@ -14,10 +14,9 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from .._environment import debug_switch
-from ._bm3d_source import BM3D_TILES, GROUP_HT, GROUP_WIENER, Bm3dSpec
+from ._bm3d_source import GROUP_HT, GROUP_WIENER, Bm3dSpec
 
-__all__ = ["StageLaunch", "fit_tiles", "stage_launches", "tiles_wanted"]
+__all__ = ["StageLaunch", "fit_tiles", "stage_launches"]
 
 #: Warps of a stage kernel an SM's registers hold (128 registers a thread: bm3d_stage.cuh).
 _WARPS_PER_SM = 16
@@ -36,11 +35,6 @@ class StageLaunch(NamedTuple):
     block: tuple[int, int, int]
     shared: int
     sums: bool
-
-
-def tiles_wanted() -> tuple[tuple[int, int], tuple[int, int]]:
-    """The hard-thresholding and Wiener tiles that AVDENOISE_DEBUG's ``bm3d_sums`` asks for."""
-    return BM3D_TILES[debug_switch("bm3d_sums")]
 
 
 def fit_tiles(spec: Bm3dSpec, shared_limit: int) -> Bm3dSpec:
@@ -75,13 +69,12 @@ def stage_launches(
     spec: Bm3dSpec, refs: tuple[int, int], step: int, shared_limit: int
 ) -> dict[str, StageLaunch]:
     """The launch of each stage kernel for a reference grid of `refs` (x, y) blocks `step`
-    apart; tile sums only when AVDENOISE_DEBUG's ``bm3d_sums`` is ``shared`` and they pay."""
-    wanted = debug_switch("bm3d_sums") == "shared"
+    apart; tile sums only where they pay."""
     separate = 1 if spec.joint else spec.channels  # blockIdx.z: the channel
     launches = {}
     for name, wiener in _STAGES.items():
         tile_x, tile_y = spec.tiles[wiener]
-        sums = wanted and _sums_pay(spec, wiener, step, shared_limit)
+        sums = _sums_pay(spec, wiener, step, shared_limit)
         tiles = -(-refs[0] // tile_x) * -(-refs[1] // tile_y)
         shared = spec.shared_bytes(wiener, step if sums else None)
         block = (32 * tile_x * tile_y, 1, 1)

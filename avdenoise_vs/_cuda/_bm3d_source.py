@@ -53,10 +53,10 @@ BM3D_PARTS = (
     "bm3d_finish.cuh",
 )
 #: Reference blocks per thread block (x, y), a warp each, of the hard-thresholding and the
-#: Wiener kernel, by how groups add into the accumulator (AVDENOISE_DEBUG's ``bm3d_sums``).
-#: With shared sums, taller tiles share more of their reach; a Wiener warp's shared memory is
-#: four times a hard-thresholding warp's, so its tile stays one row high.
-BM3D_TILES = {"shared": ((4, 2), (4, 1)), "global": ((4, 1), (4, 1))}
+#: Wiener kernel. With shared sums (``_bm3d_launch``), taller tiles share more of their reach;
+#: a Wiener warp's shared memory is four times a hard-thresholding warp's, so its tile stays
+#: one row high.
+BM3D_TILES = ((4, 2), (4, 1))
 #: Most blocks per group in each stage, as in the reference (``group_size``).
 GROUP_HT = 16
 GROUP_WIENER = 32
@@ -101,7 +101,7 @@ class Bm3dSpec:
     ps_num: int
     ps_range: int
     kernels: tuple[str, ...] = BM3D_KERNELS
-    tiles: tuple[tuple[int, int], tuple[int, int]] = BM3D_TILES["shared"]
+    tiles: tuple[tuple[int, int], tuple[int, int]] = BM3D_TILES
 
     @property
     def candidates(self) -> int:

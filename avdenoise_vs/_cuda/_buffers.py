@@ -81,11 +81,17 @@ class Pinned:
     threads' work; from pageable memory the driver copies synchronously.
     """
 
-    __slots__ = ("memory", "ptr", "views", "_items", "_dtype", "_itemsize")
+    __slots__ = ("memory", "ptr", "views", "event", "done", "done_address", "out_copies",
+                 "_items", "_dtype", "_itemsize")  # fmt: skip
 
     def __init__(self, cupy, slots: SlotLayout) -> None:
         self.memory = cupy.cuda.alloc_pinned_memory(slots.nbytes)
         self.ptr = self.memory.ptr
+        self.event = 0  # a pool's upload buffer: recorded after its copy (staged.py)
+        # A pool's download buffer: the bridge sets done[0] once it has copied it out.
+        self.done = np.zeros(1, np.int32)
+        self.done_address = self.done.ctypes.data
+        self.out_copies = None  # a download buffer's host-step copies, made on first use
         raw = np.frombuffer(self.memory, dtype=np.uint8, count=slots.nbytes)
         self._dtype, self._itemsize = slots.dtype, slots.dtype.itemsize
         self.views = {

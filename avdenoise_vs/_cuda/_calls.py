@@ -13,8 +13,7 @@ release the GIL.
 
 Measured on the H200 (16 threads, vspipe, docs/BENCHMARKS.md): NLM at 1080p 8-bit luma, spatial
 BM3D and V-BM3D with three workspaces run faster with the GIL kept (V-BM3D radius 1, YUV444,
-two stages: 146 fps against 110). ``AVDENOISE_DEBUG=cuda_calls=released`` switches to CuPy's
-calls (:class:`ReleasedCalls`), for comparison benchmarks.
+two stages: 146 fps against 110, with CuPy's calls).
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ import logging
 
 import numpy as np
 
-from .._environment import debug_switch
-from .._errors import CudaError
+from .._errors import BackendUnavailable, CudaError
 
 __all__ = ["KernelArgs", "cuda_calls", "set_sync_mode"]
 
@@ -61,6 +59,7 @@ class HeldCalls:
         self._to_device = _bind(driver.cuMemcpyHtoDAsync_v2, [ptr, ptr, size, ptr])
         self._to_host = _bind(driver.cuMemcpyDtoHAsync_v2, [ptr, ptr, size, ptr])
         self._query = _bind(driver.cuStreamQuery, [ptr])
+        self._event_query = _bind(driver.cuEventQuery, [ptr])
         self._error_name = driver.cuGetErrorName
         self._error_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         #: ``cuStreamSynchronize``'s address, for the bridge to wait without the GIL
@@ -113,6 +112,13 @@ class HeldCalls:
             self._fail("cuStreamQuery", status)
         return not status
 
+    def event_done(self, event: int) -> bool:
+        """Whether the work before `event`'s last record has finished (raises on a failure)."""
+        status = self._event_query(event)
+        if status and status != _NOT_READY:
+            self._fail("cuEventQuery", status)
+        return not status
+
     def event(self) -> int:
         """A new event without timing (a raw ``CUevent``; never destroyed: callers pool them)."""
         handle = ctypes.c_void_p()
@@ -126,41 +132,6 @@ class HeldCalls:
         self._error_name(status, ctypes.byref(name))
         text = name.value.decode() if name.value else f"error {status}"
         raise CudaError(f"avdenoise: {call} failed: {text}", call, status)
-
-
-class ReleasedCalls:
-    """The same calls through CuPy, which releases the GIL around each."""
-
-    synchronize_address = None  # no address of a driver entry point: Python waits
-
-    def __init__(self) -> None:
-        import cupy
-
-        self._launch = cupy.cuda.driver.launchKernel
-        self.eventRecord = cupy.cuda.runtime.eventRecord
-        self.streamWaitEvent = cupy.cuda.runtime.streamWaitEvent
-        self._memset = cupy.cuda.runtime.memsetAsync
-        self._runtime = cupy.cuda.runtime
-
-    def memset(self, address: int, nbytes: int, stream: int) -> None:
-        """Queue zeroing `nbytes` of device memory at `address` on `stream`."""
-        self._memset(address, 0, nbytes, stream)
-
-    def copy_to_device(self, dst: int, src: int, nbytes: int, stream: int) -> None:
-        """Queue a copy from page-locked host memory to the device."""
-        self._runtime.memcpyAsync(dst, src, nbytes, 1, stream)  # cudaMemcpyHostToDevice
-
-    def copy_to_host(self, dst: int, src: int, nbytes: int, stream: int) -> None:
-        """Queue a copy from the device to page-locked host memory."""
-        self._runtime.memcpyAsync(dst, src, nbytes, 2, stream)  # cudaMemcpyDeviceToHost
-
-    def event(self) -> int:
-        """A new event without timing (a raw ``cudaEvent_t``; callers pool them)."""
-        return self._runtime.eventCreateWithFlags(_EVENT_DISABLE_TIMING)
-
-    def launch(self, function: int, grid, block, shared: int, stream: int, args) -> None:
-        """Queue `function` (a ``CUfunction``) with `args` (:class:`KernelArgs`)."""
-        self._launch(function, *grid, *block, shared, stream, args.address, 0)
 
 
 #: ``CUDA_ERROR_NOT_READY``: what ``cuStreamQuery`` returns while work is pending.
@@ -200,13 +171,15 @@ def _bind(function, argtypes):
 
 
 @functools.cache
-def cuda_calls() -> HeldCalls | ReleasedCalls:
-    """The process's calls: :class:`HeldCalls` unless ``AVDENOISE_DEBUG`` has
-    ``cuda_calls=released`` or the driver library cannot be bound."""
-    if debug_switch("cuda_calls") == "released":
-        return ReleasedCalls()
+def cuda_calls() -> HeldCalls:
+    """The process's calls.
+
+    Raises
+    ------
+    BackendUnavailable
+        When the driver library cannot be bound (CuPy, which needs it too, would fail).
+    """
     try:
         return HeldCalls()
     except (OSError, AttributeError) as error:  # no libcuda.so.1 by that name, old driver
-        logger.debug("avdenoise: driver calls through CuPy (%s)", error)
-        return ReleasedCalls()
+        raise BackendUnavailable(f"the CUDA driver cannot be called ({error})") from error

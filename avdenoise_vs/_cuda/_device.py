@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from .._environment import debug_switch, default
+from .._environment import CudaTuning, default
 from .._errors import BackendUnavailable
 from .._settings import Bm3dSettings, PassSettings
 from .._warmup_report import record_phase
@@ -18,11 +18,8 @@ from ._calls import set_sync_mode
 from ._context import start_early_context
 from ._placement import device_for_process
 
-__all__ = ["DEVICES_IN_USE", "device_number", "gate_patience", "new_pass", "open_device",
-           "shared_limit", "wait_mode"]  # fmt: skip
-
-#: Longest a V-BM3D frame waits at the GPU gate for a lower frame still uploading (_gate.py).
-GATE_PATIENCE_S = 0.05
+__all__ = ["DEVICES_IN_USE", "device_number", "new_pass", "open_device", "shared_limit",
+           "wait_mode"]  # fmt: skip
 
 #: Devices that backends of this process run on (see ``CudaBackend.bridge_process``).
 DEVICES_IN_USE: set[int] = set()
@@ -39,10 +36,7 @@ def open_device(device_index: int | None, sync: str):
     # already exists (another plugin's) keeps its setting.
     connections = "CUDA_DEVICE_MAX_CONNECTIONS"
     os.environ.setdefault(connections, default(connections))
-    early = None
-    # Lenient: the device may not be there, and then no setting of ours may fail the call.
-    if debug_switch("early_context", lenient=True) == "on":
-        early = start_early_context(device_index, lambda ordinal: set_sync_mode(ordinal, sync))
+    early = start_early_context(device_index, lambda ordinal: set_sync_mode(ordinal, sync))
     try:
         try:
             import cupy
@@ -89,30 +83,18 @@ def wait_mode(sync: str, passes: tuple[PassSettings, ...]) -> str:
     return sync
 
 
-def gate_patience(passes: tuple[PassSettings, ...]) -> float | None:
-    """The GPU gate's patience (``_gate.GpuGate``): None, the lowest frame waiting first,
-    unless ``AVDENOISE_DEBUG``'s ``gate_order`` says `expected` for a V-BM3D pass.
-
-    In order, V-BM3D frames filter no group twice: 1.01 jobs an output frame against 1.26
-    with 16 threads, and 1519 MiB against 1875 (radius 1, YUV444, the backend alone). But a
-    fleet's frames then wait for each other's uploads: 16 workers ran 266 and 287 fps against
-    302 and 304, the chain of V-BM3D and NLM 402 and 400 against 446 and 436 (H200,
-    docs/BENCHMARKS.md: "V-BM3D frames in order").
-    """
-    temporal = any(isinstance(p, Bm3dSettings) and p.radius > 0 for p in passes)
-    if temporal and debug_switch("gate_order") == "expected":
-        return GATE_PATIENCE_S
-    return None
-
-
 def shared_limit(runtime, device_id: int) -> int:
     """Shared memory per block that kernels on the device may opt in to, in bytes."""
     attribute = runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin
     return runtime.deviceGetAttribute(attribute, device_id)
 
 
-def new_pass(options: PassSettings, layout, offsets, pitches, shared_bytes: int, device_id):
-    """The GPU pass object of one :data:`PassSettings`: NLM or BM3D.
+def new_pass(
+    options: PassSettings, layout, offsets, pitches, shared_bytes: int, device_id,
+    tuning: CudaTuning,
+):  # fmt: skip
+    """The GPU pass object of one :data:`PassSettings`: NLM or BM3D (with `tuning`'s
+    workspaces and accumulators).
 
     Raises BackendUnavailable when the device lacks the shared memory the pass needs
     (`shared_bytes` per block, :func:`shared_limit`).
@@ -120,7 +102,10 @@ def new_pass(options: PassSettings, layout, offsets, pitches, shared_bytes: int,
     if isinstance(options, Bm3dSettings):
         from .bm3d import MAX_PLANE_SIDE, Bm3dPass
 
-        npass = Bm3dPass(options, layout, offsets, pitches, shared_limit=shared_bytes)
+        npass = Bm3dPass(
+            options, layout, offsets, pitches, shared_limit=shared_bytes,
+            workspaces=tuning.bm3d_workspaces, accumulators=tuning.bm3d_cache,
+        )  # fmt: skip
         if max(layout.width, layout.height) > MAX_PLANE_SIDE:
             raise BackendUnavailable(f"BM3D planes are at most {MAX_PLANE_SIDE} pixels a side")
         needed = npass.shared_needed

@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 import cupy
 
-from .._environment import positive_int
 from ._bm3d_source import Bm3dSpec, bm3d_kernel_name, bm3d_source
 from ._source import CUDA_OPTIONS, NlmSpec, nlm_source
 
@@ -48,8 +47,7 @@ def module_sources(spec: NlmSpec | Bm3dSpec) -> tuple[ModuleSource, ...]:
     # (H200, docs/BENCHMARKS.md: "Cold caches"), while the other workers wait for it.
     options = CUDA_OPTIONS
     if cupy.cuda.nvrtc.getVersion() >= _SPLIT_COMPILE_NVRTC:
-        threads = positive_int("split_compile") or 0  # 0: as many as the machine has
-        options = (*options, f"--split-compile={threads}")
+        options = (*options, "--split-compile=0")  # 0: as many threads as the machine has
     return tuple(
         ModuleSource(role, bm3d_source(spec, (role,)), bm3d_kernel_name(spec, role), options)
         for role in spec.kernels

@@ -20,7 +20,6 @@ index.
 
 Nothing here raises: a read-only cache directory, no driver, no NVML or a lock held too long
 gives device 0, with a debug log: a render never fails for want of a placement.
-``AVDENOISE_DEBUG=placement=off`` turns placement off (device 0 always), for comparisons.
 """
 
 from __future__ import annotations
@@ -116,13 +115,11 @@ def device_for_process(requested: int | None) -> int:
 
 
 def _place() -> int:
-    """Choose and claim a device, or 0 when placement is off or there is nothing to choose."""
-    from .._environment import debug_switch
+    """Choose and claim a device, or 0 when there is nothing to choose."""
     from .._warmup_cache import cache_dir, cupy_installed
 
     # Without CuPy the backend cannot start: a claim would only skew the others' choice.
-    # Lenient: placement runs before the device is known to be there (check_cuda_settings).
-    if debug_switch("placement", lenient=True) == "off" or not cupy_installed():
+    if not cupy_installed():
         return 0
     count = visible_count()
     if count <= 1:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from .._environment import positive_int
 from ._bm3d_schedule import Launcher
 from ._bm3d_workspace import Lease, WorkSizes
 from ._cache import FrameCache, wait_for
@@ -46,11 +45,15 @@ class VBm3dSchedule:
     sizes : WorkSizes
     frames_in_flight : int
         Most frames of the pass on the GPU at once (the caches hold what they share).
+    accumulators : int, optional
+        Accumulators to keep on the GPU (both stages); default: about what steady state uses.
     """
 
     def __init__(
-        self, launcher: Launcher, radius: int, sizes: WorkSizes, frames_in_flight: int
-    ) -> None:
+        self, launcher: Launcher, radius: int, sizes: WorkSizes, frames_in_flight: int,
+        accumulators: int | None = None,
+    ) -> None:  # fmt: skip
+        self._accumulators = accumulators
         self._launcher = launcher
         self._radius = radius
         self._window = 2 * radius + 1
@@ -71,10 +74,10 @@ class VBm3dSchedule:
     def start(self) -> None:
         """Make the caches: accumulators (both stages) and basic estimates."""
         # An accumulator is 2 C planes of int64, most of V-BM3D's memory; in steady state a
-        # stage keeps about 2r + 1 + frames in flight of them, the switch is for comparisons.
+        # stage keeps about 2r + 1 + frames in flight of them.
         launcher = self._launcher
         stages = 1 + (launcher.run_hard and launcher.run_wiener)
-        kept = positive_int("bm3d_cache") or stages * (self._window + self._in_flight + 1)
+        kept = self._accumulators or stages * (self._window + self._in_flight + 1)
         self._accs = FrameCache(self._sizes.acc_bytes, kept)
         self._basics = FrameCache(self._sizes.frame_bytes, 2 * self._window + self._in_flight)
 

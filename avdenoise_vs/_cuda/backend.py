@@ -41,16 +41,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._environment import check_cuda_settings, debug_switch, positive_int, switch
+from .._environment import check_cuda_settings, cuda_tuning, switch
 from .._errors import BackendUnavailable
 from .._options import FrameLayout
 from .._settings import PassSettings
 from .._warmup_report import record_phase
-from . import _crowd, _transfer
+from . import _transfer
 from ._buffers import SlotLayout, ThreadState
 from ._cache import FrameCache, wait_for
 from ._calls import cuda_calls, set_sync_mode
-from ._device import DEVICES_IN_USE, gate_patience, new_pass, open_device, shared_limit, wait_mode
+from ._device import DEVICES_IN_USE, new_pass, open_device, shared_limit, wait_mode
 from ._gate import GpuGate
 
 __all__ = ["CudaBackend"]
@@ -76,8 +76,7 @@ class CudaBackend:
     transfer : {"auto", "staged", "direct", "staged-upload", "staged-download"}
         How frames cross the bus: through per-thread page-locked buffers, straight from and
         to the frames' pageable memory, or staged in one direction only (for benchmarks).
-        "auto" stages frames of 3 MiB or more, and those of one-frame windows; BM3D's only
-        in a process without three other avdenoise processes beside it (see
+        "auto" stages frames of 3 MiB or more, those of one-frame windows and BM3D's (see
         ``_transfer/``), unless ``AVDENOISE_DEBUG``'s ``transfer`` key names another.
 
     Raises
@@ -102,54 +101,73 @@ class CudaBackend:
         mode = wait_mode(sync, passes)
         cupy, device_id = open_device(device_index, mode)
         check_cuda_settings()  # the device is there: a bad setting is this filter's error
-        transfer = _transfer.setting(transfer)
+        self.tuning = cuda_tuning()
+        transfer = _transfer.setting(self.tuning.transfer if transfer == "auto" else transfer)
         set_sync_mode(device_id, mode)  # the early context's thread may not have got there
-        self._runtime = cupy.cuda.runtime
-        self._calls = cuda_calls()  # launches and event calls that keep the GIL
-        self._cupy = cupy
-        self.passes = passes
-        self.layout = layout
-        self.device_id = device_id
+        self._cupy, self._runtime, self._calls = cupy, cupy.cuda.runtime, cuda_calls()
+        self.passes, self.layout, self.device_id = passes, layout, device_id
         DEVICES_IN_USE.add(device_id)
         self._num_inputs = 2 if any(p.has_ref for p in passes) else 1
         self._window = 2 * max(options.window_radius for options in passes) + 1
         # Planes read (slots) and written (output buffers): the same set, one layout for all.
         # Nothing here needs the device's context, which may still be coming up (see _open).
-        self._slots = slots = SlotLayout(layout, passes)
-        shared_bytes = shared_limit(cupy.cuda.runtime, device_id)
-        offsets, pitches = slots.offsets(), slots.pitches()
-        self._passes = [
-            new_pass(options, layout, offsets, pitches, shared_bytes, device_id)
-            for options in passes
-        ]
-        # Passes with large work buffers (BM3D) run a few frames on the GPU at a time, in
-        # frame order, each with an output buffer lent for that part (see _gate.py).
-        limits = [getattr(p, "frames_in_flight", None) for p in self._passes]
-        gated = all(limits)
-        patience = gate_patience(passes)
-        self._gate = GpuGate(min(limits), self._new_out, patience) if gated else None
-        self._cache = FrameCache(slots.nbytes, cache_slots or 0)  # sized by _open if None
+        self._slots = SlotLayout(layout, passes)
+        self._passes = self._fit_passes()
+        self._gate = self._make_gate()
+        self._cache = FrameCache(self._slots.nbytes, cache_slots or 0)  # sized by _open if None
         self._cache_slots = cache_slots
         self._opened = False
         self._open_lock = threading.Lock()
         self._ahead = None  # a CompileAhead while the warm-up compiles ahead of the context
+        self._init_thread_states()
+        self._bind_transfer(transfer, sleep=self._gate is not None and sync == "auto")
+
+    def _fit_passes(self) -> list:
+        """The GPU pass of each :data:`PassSettings`, fitted to the device's shared memory."""
+        shared_bytes = shared_limit(self._runtime, self.device_id)
+        offsets, pitches = self._slots.offsets(), self._slots.pitches()
+        return [
+            new_pass(
+                options, self.layout, offsets, pitches, shared_bytes, self.device_id, self.tuning
+            )  # fmt: skip
+            for options in self.passes
+        ]
+
+    def _make_gate(self) -> GpuGate | None:
+        """Passes with large work buffers (BM3D) run a few frames on the GPU at a time, in
+        frame order, each with an output buffer lent for that part (see _gate.py)."""
+        limits = [getattr(p, "frames_in_flight", None) for p in self._passes]
+        return GpuGate(min(limits), self._new_out) if all(limits) else None
+
+    def _init_thread_states(self) -> None:
+        """No thread has a state yet: each gets one on its first frame (``_thread_state``),
+        taken from those :meth:`prepare_threads` made where it could."""
         self._local = threading.local()
         # Live threads' states only: a thread's buffers go with it (threading.local).
         self._states: weakref.WeakSet[ThreadState] = weakref.WeakSet()
         self._states_lock = threading.Lock()
         self._spare_states: list[ThreadState] = []  # made by the warm-up, for the first threads
         self._spares_made = 0
-        # Gated frames wait for the GPU asleep rather than spinning, unless the user chose a
-        # wait mode: with the whole context set to block, V-BM3D at radius 1 ran 331 fps
-        # against 249 spinning; sleeping before the download alone, 119 against 106 (H200,
-        # docs/BENCHMARKS.md: the wait modes, and "V-BM3D with one accumulator per frame").
+
+    def _bind_transfer(self, transfer: str, sleep: bool) -> None:
+        """Choose the transfer strategies and bind each frame's steps to them, once, so that
+        a frame looks up nothing (see the module notes).
+
+        Gated frames wait for the GPU asleep (`sleep`) rather than spinning, unless the user
+        chose a wait mode: with the whole context set to block, V-BM3D at radius 1 ran 331
+        fps against 249 spinning; sleeping before the download alone, 119 against 106 (H200,
+        docs/BENCHMARKS.md: the wait modes, and "V-BM3D with one accumulator per frame").
+        """
         context = _transfer.Context(
-            cupy, self._runtime, self._calls, self._cache, self._gate, slots, self._window,
-            self._num_inputs, sleep=gated and sync == "auto",
+            self._cupy, self._runtime, self._calls, self._cache, self._gate, self._slots,
+            self._window, self._num_inputs, sleep=sleep,
         )  # fmt: skip
-        self._transfer_asked, self._transfer_context = transfer, context
-        _crowd.announce()  # before the warm-up, where the fleet's others count (_crowd.py)
-        self._bind_transfer()
+        chosen = _transfer.choose(transfer, context)
+        self.transfer, self.uploader, self.downloader = chosen
+        self._upload = self.uploader.upload
+        self._download = self.downloader.download
+        self._abort = self.downloader.abort
+        self._release_pending = self.downloader.release_pending
 
     # -- the bridge's frame protocol ------------------------------------------------------
 
@@ -169,10 +187,6 @@ class CudaBackend:
         if self._ahead is not None:
             self._ahead.wait()
         self._open()
-        # With the context up, a fleet's other workers have announced themselves; no thread
-        # has a strategy's buffers yet.
-        if self._counts_others() and not (self._states or self._spare_states):
-            self._bind_transfer()
         self._prepare_passes()
         record_phase("modules")  # every pass's kernels compiled or loaded
         layout = self.layout
@@ -208,10 +222,9 @@ class CudaBackend:
         """Start compiling this backend's kernels into CuPy's cache without the device's
         context (``_ahead.py``); :meth:`warm_up` waits for it. For the process that compiles
         for the warm-up queue: its context comes up meanwhile."""
-        if debug_switch("compile_ahead") == "on":
-            from ._ahead import CompileAhead
+        from ._ahead import CompileAhead
 
-            self._ahead = CompileAhead(self._cupy, self.kernel_specs(), self.device_id)
+        self._ahead = CompileAhead(self._cupy, self.kernel_specs(), self.device_id)
 
     def prepare_threads(self, threads: int) -> None:
         """Make the states of `threads` VapourSynth threads now (after the warm-up, outside
@@ -222,25 +235,9 @@ class CudaBackend:
         if state is not None and state.pending is None:
             del self._local.state
             self._spare_states.append(state)
-        wanted = positive_int("thread_states") or threads
-        while len(self._spare_states) < wanted:
+        while len(self._spare_states) < threads:
             self._spare_states.append(self._make_state())
         self._spares_made = len(self._spare_states)
-
-    def _bind_transfer(self) -> None:
-        """Choose the transfer strategies and bind each frame's steps to them, once, so that
-        a frame looks up nothing (see the module notes)."""
-        others = _crowd.others() if self._counts_others() else 0
-        chosen = _transfer.choose(self._transfer_asked, self._transfer_context, others)
-        self.transfer, self.uploader, self.downloader = chosen
-        self._upload = self.uploader.upload
-        self._download = self.downloader.download
-        self._abort = self.downloader.abort
-        self._release_pending = self.downloader.release_pending
-
-    def _counts_others(self) -> bool:
-        """Whether the transfer depends on other processes: "auto" with gated passes."""
-        return self._transfer_asked == "auto" and self._gate is not None
 
     def kernel_specs(self) -> tuple:
         """The compile-time specs of the kernels this backend launches, without repeats.
@@ -292,9 +289,6 @@ class CudaBackend:
         entries, fresh = self._cache.acquire(keys)
         leases, out = [], None  # held until the frame's stream has synchronized
         center = frame_numbers[len(frame_numbers) // 2]
-        ordered = self._gate is not None and self._gate.ordered
-        if ordered:  # on its way: later frames wait briefly for it at the gate
-            self._gate.expect(center)
         try:
             if fresh:
                 self._upload(fresh, frame_numbers, windows, base, state, leases)
@@ -305,8 +299,6 @@ class CudaBackend:
             slots = dict(zip(keys, [entry.slot.ptr for entry in entries], strict=True))
             self._launch_passes(state, slots, frame_numbers, base, leases)
         except BaseException:
-            if ordered and out is None:
-                self._gate.withdraw(center)
             self._cache.abandon(fresh)
             self._abort(state, entries, leases, out)
             raise

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import threading
 
-from .._environment import positive_int
 from .._options import Distance, FrameLayout, SampleType
 from .._settings import Bm3dSettings, Stages
 from ._bm3d_args import Bm3dRecords, bm3d_args_dtype, reference_grid
-from ._bm3d_launch import fit_tiles, stage_launches, tiles_wanted
+from ._bm3d_launch import fit_tiles, stage_launches
 from ._bm3d_schedule import SpatialSchedule, TemporalSchedule
 from ._bm3d_source import Bm3dSpec
 from ._bm3d_workspace import DEFAULT_WORKSPACES, Lease, WorkSizes, WorkspacePool
@@ -58,7 +57,6 @@ def _pass_spec(options: Bm3dSettings, layout: FrameLayout, shared_limit: int) ->
         ps_num=options.ps_num,
         ps_range=options.ps_range,
         kernels=("bm3d_load", *stages, "bm3d_finish"),
-        tiles=tiles_wanted(),
     )
     return fit_tiles(spec, shared_limit)
 
@@ -76,6 +74,8 @@ class Bm3dPass:
         Row pitch in bytes of each plane (the same in slots and output buffers).
     workspaces : int, optional
         Most frames of this pass on the GPU at once; default ``DEFAULT_WORKSPACES``.
+    accumulators : int, optional
+        V-BM3D: accumulators kept on the GPU (``_vbm3d_schedule.VBm3dSchedule``).
     shared_limit : int, optional
         Shared memory a thread block may take on the device, bytes; default
         ``HOPPER_SHARED_LIMIT``.
@@ -89,6 +89,7 @@ class Bm3dPass:
         pitch: dict[int, int],
         workspaces: int | None = None,
         shared_limit: int = HOPPER_SHARED_LIMIT,
+        accumulators: int | None = None,
     ) -> None:
         self.options = options
         self.spec = _pass_spec(options, layout, shared_limit)
@@ -103,12 +104,10 @@ class Bm3dPass:
         sums = {name: launch.sums for name, launch in self._stages.items()}
         self.records = Bm3dRecords(options, layout, offsets, pitch, sizes.pitch, sums)
         spatial = self.window == 1
-        self.frames_in_flight = (
-            workspaces or positive_int("bm3d_workspaces") or DEFAULT_WORKSPACES[not spatial]
-        )
+        self.frames_in_flight = workspaces or DEFAULT_WORKSPACES[not spatial]
         self._schedule: TemporalSchedule = (
             SpatialSchedule(self) if spatial
-            else VBm3dSchedule(self, options.radius, sizes, self.frames_in_flight)
+            else VBm3dSchedule(self, options.radius, sizes, self.frames_in_flight, accumulators)
         )  # fmt: skip
         pilots = self.window if (spatial or options.has_ref) else 0
         self._pool = WorkspacePool(sizes, (self.window, pilots), spatial, self.frames_in_flight,

@@ -23,11 +23,14 @@
  * The GIL is held only around calls into Python. Python symbols come from the host process
  * (vspipe's libpython or the python executable), which is why nothing here links libpython.
  */
+#define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
 #define Py_LIMITED_API 0x030C0000
 #include <Python.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "VapourSynth4.h"
 #include "host_step.h"
@@ -117,6 +120,62 @@ static PyObject *destination_planes(VSFrame *dst, const FilterData *d, const VSA
  * thread, which may hold the GIL now) is left alone. */
 static _Thread_local int python_state_pinned;
 
+/* The interpreter's exit: frames still in flight (a script that stops iterating clip.frames())
+ * must not take the GIL once Python finalises, which ends or crashes the thread that tries.
+ * An atexit callback sets `python_exiting`, then waits, the GIL released, until no frame is
+ * between its check of the flag and its release of the GIL (`frames_in_python`); frames that
+ * come later fail with an error instead of entering Python. Sequentially consistent atomics:
+ * a frame either sees the flag or the callback sees its count. */
+static int python_exiting, frames_in_python;
+#define EXIT_WAIT_MS 5000
+
+static int enter_python(void) {
+    __atomic_add_fetch(&frames_in_python, 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&python_exiting, __ATOMIC_SEQ_CST)) return 1;
+    __atomic_sub_fetch(&frames_in_python, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void leave_python(void) { __atomic_sub_fetch(&frames_in_python, 1, __ATOMIC_SEQ_CST); }
+
+static PyObject *on_python_exit(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    __atomic_store_n(&python_exiting, 1, __ATOMIC_SEQ_CST);
+    Py_BEGIN_ALLOW_THREADS
+    for (int ms = 0; ms < EXIT_WAIT_MS && __atomic_load_n(&frames_in_python, __ATOMIC_SEQ_CST);
+         ms++) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef exit_method = {"avdenoise_bridge_exit", on_python_exit, METH_NOARGS, NULL};
+
+/* Keeps this library mapped once loaded: VapourSynth unloads plugins with the core, and the
+ * atexit callback (code of this library) may run after that. */
+static int stay_loaded(void) {
+    Dl_info info;
+    if (!dladdr((void *)&stay_loaded, &info) || !info.dli_fname) return 0;
+    return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
+}
+
+/* Registers on_python_exit with atexit (at plugin load, the GIL held), once per process; a
+ * failure only costs the guard, so it is cleared. */
+static void register_exit_guard(void) {
+    static int registered;
+    if (registered || !stay_loaded()) return;
+    registered = 1;
+    PyObject *callback = PyCFunction_New(&exit_method, NULL);
+    PyObject *atexit = callback ? PyImport_ImportModule("atexit") : NULL;
+    PyObject *done = atexit ? PyObject_CallMethod(atexit, "register", "O", callback) : NULL;
+    if (!done) PyErr_Clear();
+    Py_XDECREF(done);
+    Py_XDECREF(atexit);
+    Py_XDECREF(callback);
+}
+
 static PyGILState_STATE take_gil(void) {
     if (!python_state_pinned) {
         python_state_pinned = 1;
@@ -144,6 +203,10 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
                        const int *staged, VSFrame *dst, HostStep *step, char *error,
                        size_t error_size, const VSAPI *vsapi) {
     int window = 2 * d->radius + 1, status = -1;
+    if (!enter_python()) {
+        snprintf(error, error_size, "avdenoise: the Python interpreter is exiting");
+        return -1;
+    }
     PyGILState_STATE gil = take_gil();
     PyObject *numbers = PyTuple_New(window);
     PyObject *windows = PyTuple_New(d->num_inputs);
@@ -175,6 +238,7 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
     Py_XDECREF(windows);
     Py_XDECREF(numbers);
     PyGILState_Release(gil);
+    leave_python();
     return status;
 }
 
@@ -233,7 +297,7 @@ static void VS_CC filter_free(void *instance, VSCore *core, const VSAPI *vsapi) 
     for (int i = 0; i < d->num_inputs; i++) vsapi->freeNode(d->nodes[i]);
     if (d->props) vsapi->freeMap(d->props);
     /* A core torn down after the interpreter has finalised must not touch Python. */
-    if (d->plan && Py_IsInitialized()) {
+    if (d->plan && Py_IsInitialized() && enter_python()) {
         PyGILState_STATE gil = PyGILState_Ensure();
         if (PyObject_HasAttrString(d->plan, "close")) {
             PyObject *closed = PyObject_CallMethod(d->plan, "close", NULL);
@@ -242,6 +306,7 @@ static void VS_CC filter_free(void *instance, VSCore *core, const VSAPI *vsapi) 
         }
         Py_DECREF(d->plan);
         PyGILState_Release(gil);
+        leave_python();
     }
     free(d);
 }
@@ -325,6 +390,7 @@ VS_EXTERNAL_API(void) VapourSynthPluginInit2(VSPlugin *plugin, const VSPLUGINAPI
     /* A host without Python (a pure C program) gets an empty namespace rather than a crash. */
     if (!Py_IsInitialized()) return;
     PyGILState_STATE gil = PyGILState_Ensure();
+    register_exit_guard();
     PyObject *functions = call_bridge("plugin_functions", NULL);
     Py_ssize_t count = functions ? PyObject_Length(functions) : 0;
     for (Py_ssize_t i = 0; i < count; i++) {

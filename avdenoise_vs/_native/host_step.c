@@ -61,9 +61,9 @@ int host_step_read(PyObject *result, unsigned long long filter_id, int num_input
                    int num_planes, const int copy_plane[3], HostStep *step) {
     memset(step, 0, sizeof *step);
     if (result == Py_None) return 0;
-    unsigned long long wait = 0, argument = 0;
+    unsigned long long wait = 0, argument = 0, done = 0;
     PyObject *outs = NULL, *stagings = NULL;
-    if (!PyArg_ParseTuple(result, "KKOO", &wait, &argument, &outs, &stagings)) return -1;
+    if (!PyArg_ParseTuple(result, "KKOO|K", &wait, &argument, &outs, &stagings, &done)) return -1;
     Py_ssize_t num_out = PyObject_Length(outs), num_staging = PyObject_Length(stagings);
     int ok = num_out >= 0 && num_out <= 3 && num_staging >= 0 && num_staging <= MAX_STAGING;
     for (Py_ssize_t k = 0; ok && k < num_out; k++) {
@@ -88,6 +88,7 @@ int host_step_read(PyObject *result, unsigned long long filter_id, int num_input
     step->wait = (int (*)(void *))(size_t)wait;
     step->wait_argument = (void *)(size_t)argument;
     step->num_out = (int)num_out;
+    step->done = (int *)(size_t)done;
     thread_staging[filter_id % STAGING_RECORDS] = next;
     return 0;
 }
@@ -108,5 +109,6 @@ int host_step_run(const HostStep *step, VSFrame *dst, char *error, size_t error_
                   c->address, c->stride, row_bytes(dst, c->plane, vsapi),
                   vsapi->getFrameHeight(dst, c->plane));
     }
+    if (step->done) __atomic_store_n(step->done, 1, __ATOMIC_RELEASE);
     return 0;
 }

@@ -7,7 +7,7 @@
  * backend's (avdenoise_vs/_cuda/_transfer/staged.py).
  *
  * What Python hands over: plan.process returns None (the frame is done) or the tuple
- *   (wait_address, wait_argument, out_copies, next_staging)
+ *   (wait_address, wait_argument, out_copies, next_staging[, done_address])
  *   wait_address: 0, or an `int (*)(void *)` called with wait_argument (0 = success), such as
  *       the driver's cuStreamSynchronize; the copies wait for it.
  *   out_copies: ((plane, address, stride), ...) rows copied into the output frame's plane, a
@@ -15,6 +15,9 @@
  *   next_staging: ((input, plane, address, stride), ...) where, before this thread's next
  *       frame of this filter takes the GIL, that plane of input's centre frame is copied; that
  *       frame then reaches Python as None instead of its planes.
+ *   done_address: 0, or the address of an int that C sets to 1 (a release store) once the
+ *       wait and out_copies have succeeded: the plan may then lend the buffers they read to
+ *       another frame without this thread calling back into Python.
  *
  * What C does per frame, in bridge.c's order:
  *   1. host_step_stage, without the GIL: the copies the thread's last host step of this
@@ -59,6 +62,7 @@ typedef struct {
     void *wait_argument;
     int num_out;
     PlaneCopy out[3];
+    int *done;
 } HostStep;
 
 /* Step 1: copies the planes that this thread's last host step of filter `filter_id` asked for

@@ -133,8 +133,11 @@ def _spy_on_jobs(monkeypatch, recorder: Recorder) -> None:
     monkeypatch.setattr(schedule, "_basic_estimate", spy_basic)
 
 
-def _pass_factory(radius: int, stages: int, ref: bool = False, sample_type=SampleType.INTEGER):
-    """A BM3D pass over a 40 x 32 luma clip."""
+def _pass_factory(
+    radius: int, stages: int, ref: bool = False, sample_type=SampleType.INTEGER,
+    accumulators: int | None = None,
+):  # fmt: skip
+    """A BM3D pass over a 40 x 32 luma clip (keeping `accumulators`, if given)."""
     options = Bm3dSettings(
         planes=(0,), distance=Distance.LUMA, plane_strengths=(5.0,), radius=radius,
         stages=Stages.from_parameter(stages, ref), lambda_ht=2.7, mismatch_scale=1.0,
@@ -142,7 +145,7 @@ def _pass_factory(radius: int, stages: int, ref: bool = False, sample_type=Sampl
     )  # fmt: skip
     bits = 32 if sample_type is SampleType.FLOAT else 8
     layout = FrameLayout(40, 32, ColorFamily.GRAY, 0, 0, bits, sample_type)
-    return gpu_bm3d.Bm3dPass(options, layout, {0: 0}, {0: 64})
+    return gpu_bm3d.Bm3dPass(options, layout, {0: 0}, {0: 64}, accumulators=accumulators)
 
 
 def render(npass, frames, stream_ptr: int = 7, length: int = LENGTH, out: int = 5000) -> None:

@@ -15,7 +15,6 @@ import types
 import numpy as np
 
 from avdenoise_vs._cuda import _cache as cuda_cache
-from avdenoise_vs._cuda import _crowd as cuda_crowd
 from avdenoise_vs._cuda import backend as cuda_backend
 from avdenoise_vs._cuda import nlm as cuda_nlm
 from avdenoise_vs._cuda.nlm import args_dtype
@@ -118,6 +117,12 @@ class Calls:
     def stream_idle(self, stream) -> bool:
         return True
 
+    def event_done(self, event) -> bool:
+        return True  # the fake copies are done when queued
+
+    def event(self) -> int:
+        return 1
+
     def launch(self, function, grid, block, shared, stream, args) -> None:
         self.kernels[function](args.record)
 
@@ -177,7 +182,6 @@ def install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(cuda_cache, "WAIT_LIMIT_S", 5.0)  # a bug fails, not hangs
     monkeypatch.setattr(cuda_backend, "cuda_calls", lambda: calls)
-    monkeypatch.setattr(cuda_crowd, "_folder", lambda: None)  # alone; tests set others()
 
     def load(self) -> int:
         self._calls = calls
@@ -251,7 +255,7 @@ class Bridge:
         step = backend.bridge_process(n, numbers, tuple(map(tuple, windows)), dst)
         if step is None:
             return
-        wait_address, argument, outs, self.requests.copies = step
+        wait_address, argument, outs, self.requests.copies, *done = step
         if wait_address and WAIT(wait_address)(argument):
             raise RuntimeError("avdenoise: waiting for the GPU failed")
         for plane, address, stride in outs:
@@ -263,6 +267,8 @@ class Bridge:
                     address + row * stride,
                     width * backend.layout.dtype.itemsize,
                 )
+        if done and done[0]:  # host_step.c: a release store of 1 once the copies are done
+            ctypes.c_int.from_address(done[0]).value = 1
 
 
 def process(backend, layout, frames, n, radius, written, caller=None):
@@ -279,8 +285,9 @@ def process(backend, layout, frames, n, radius, written, caller=None):
     return out
 
 
-def render_in_threads(backend, layout, frames, order, radius, written, caller=None):
-    """Plane 0 of the frames of `order`, rendered by 4 threads (every 4th frame each)."""
+def render_in_threads(backend, layout, frames, order, radius, written, caller=None, threads=4):
+    """Plane 0 of the frames of `order`, rendered by `threads` threads (every 4th frame each,
+    with 4)."""
     results, errors = {}, []
 
     def render(ns):
@@ -290,7 +297,8 @@ def render_in_threads(backend, layout, frames, order, radius, written, caller=No
         except Exception as error:  # reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=render, args=(list(order)[i::4],)) for i in range(4)]
+    count = threads
+    threads = [threading.Thread(target=render, args=(list(order)[i::count],)) for i in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -18,8 +18,6 @@ import types
 import numpy as np
 import pytest
 
-from avdenoise_vs._cuda import _crowd as cuda_crowd
-from avdenoise_vs._cuda import _transfer
 from avdenoise_vs._cuda import backend as cuda_backend
 from avdenoise_vs._cuda import nlm as cuda_nlm
 from avdenoise_vs._options import (
@@ -57,9 +55,8 @@ def _nlm(planes, distance, radius=1) -> NlmSettings:
 
 
 @pytest.fixture(params=["python", "bridge"])
-def caller(request, monkeypatch):
+def caller(request):
     """Who finishes frames: Python (``process``) or the bridge (``bridge_process``)."""
-    monkeypatch.setenv("AVDENOISE_DEBUG", f"host_copies={request.param}")
     return Bridge() if request.param == "bridge" else None
 
 
@@ -138,42 +135,38 @@ def test_gated_passes_render_through_every_transfer(
 
 
 @pytest.mark.parametrize("radius", [0, 1])
-def test_auto_stages_gated_frames_alone_and_copies_them_directly_in_a_fleet(
+def test_auto_stages_gated_frames_and_ungated_ones_by_size_and_window(
     fake_cuda, monkeypatch, radius
 ):
-    """ "auto" stages a gated pass's frames in a process alone and copies them directly beside
-    ``CROWD`` other avdenoise processes (see ``_transfer/__init__.py``); an ungated pass with
-    the same window stages by frame size and window alone, fleet or not."""
-    backend, _, _ = _backend("YUV420P16", "auto", radius=radius)
-    ungated = backend.transfer
+    """ "auto" stages a gated pass's frames, and an ungated pass's by frame size and window:
+    from what the process knows, never from other processes (``_transfer/__init__.py``)."""
+    ungated, _, _ = _backend("YUV420P16", "auto", radius=radius)
     monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 2, raising=False)
-    alone, _, _ = _backend("YUV420P16", "auto", radius=radius)
-    monkeypatch.setattr(cuda_crowd, "others", lambda: _transfer.CROWD)
-    in_fleet, _, _ = _backend("YUV420P16", "auto", radius=radius)
-    monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", None)
-    ungated_in_fleet, _, _ = _backend("YUV420P16", "auto", radius=radius)
-    assert ungated == ungated_in_fleet.transfer == ("staged" if radius == 0 else "direct")
-    assert (alone.transfer, in_fleet.transfer) == ("staged", "direct")
+    gated, _, _ = _backend("YUV420P16", "auto", radius=radius)
+    assert ungated.transfer == ("staged" if radius == 0 else "direct")
+    assert gated.transfer == "staged"
 
 
-def test_warm_up_counts_the_fleet_again(fake_cuda, monkeypatch):
-    """A worker made before the rest of its fleet had announced itself chooses again in its
-    warm-up, before any thread has a strategy's buffers, and renders through the new choice;
-    once threads have states, the choice stays."""
+@pytest.mark.parametrize("radius", [0, 1, 2])
+def test_gated_frames_take_few_page_locked_buffers(fake_cuda, caller, monkeypatch, radius):
+    """Gated frames lend their upload and download buffers back to the backend's pools as
+    soon as their copies are done: 8 threads page-lock no more than the pools' limits (a
+    window and two for uploads, the frames on the GPU and two for downloads), none of them
+    a thread's own, and every buffer is back once the frames are done."""
     monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 2, raising=False)
-    backend, layout, written = _backend("GRAY8", "auto", radius=0)
-    assert backend.transfer == "staged"
-    monkeypatch.setattr(cuda_crowd, "others", lambda: _transfer.CROWD + 5)
+    backend, layout, written = _backend("YUV420P16", "staged", radius=radius)
     backend.warm_up()
-    assert backend.transfer == "direct"
     frames = make_frames(layout)
+    order = [n % LENGTH for n in range(4 * LENGTH)]
+    results = render_in_threads(backend, layout, frames, order, radius, written, caller, 8)
     for n in range(LENGTH):
-        np.testing.assert_array_equal(
-            process(backend, layout, frames, n, 0, written)[0], expected(frames, n, 0, 0)
-        )
-    monkeypatch.setattr(cuda_crowd, "others", lambda: 0)
-    backend.warm_up()
-    assert backend.transfer == "direct"
+        np.testing.assert_array_equal(results[n], expected(frames, n, radius, 0))
+    up, down = backend.uploader.pool, backend.downloader.pool
+    assert 1 <= up.made <= 2 * radius + 1 + 2
+    assert 1 <= down.made <= 2 + 2
+    assert all(not state.staging for state in backend._states)
+    for pool in (up, down):
+        assert pool.take() is not None and pool.made <= pool._limit  # a lent one came back
 
 
 def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):
@@ -202,14 +195,6 @@ def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):
     assert len(backend._spare_states) == 1 and len(backend._states) == 3
 
 
-def test_thread_states_overrides_the_core_threads(fake_cuda, monkeypatch):
-    monkeypatch.setenv("AVDENOISE_DEBUG", "thread_states=2")
-    backend, _, _ = _backend("GRAY8", "direct")
-    backend.warm_up()
-    backend.prepare_threads(16)
-    assert len(backend._spare_states) == 2
-
-
 def test_threads_share_uploads(fake_cuda):
     runtime, _ = fake_cuda
     backend, layout, written = _backend("GRAY8", "direct")
@@ -235,7 +220,7 @@ def test_wide_windows_share_a_pool_of_upload_buffers(fake_cuda, caller, radius):
     pool = backend.uploader.pool
     window = 2 * radius + 1
     assert 1 <= pool.made < 4 * window  # 4 threads with their own: 4 windows' worth
-    assert len(pool._free) == pool.made  # every frame gave its buffers back
+    assert len(pool._free) + len(pool._lent) == pool.made  # no frame kept a buffer
     assert all(not state.staging for state in backend._states)
 
 
@@ -254,7 +239,6 @@ def test_failed_upload_fails_the_frame_and_the_next_call_uploads_again(fake_cuda
 def test_bridge_stages_one_frame_windows_and_finishes_them(fake_cuda, name, monkeypatch):
     """Radius 0, staged: after a thread's first frame the bridge copies each frame into the
     staging buffer before the call, Python copies nothing, and the bridge waits and copies out."""
-    monkeypatch.setenv("AVDENOISE_DEBUG", "host_copies=bridge")
     runtime, calls = fake_cuda
     bridge = Bridge()
     backend, layout, written = _backend(name, "staged", radius=0)
@@ -279,7 +263,6 @@ def test_bridge_stages_one_frame_windows_and_finishes_them(fake_cuda, name, monk
 def test_bridge_threads_evict_and_reuse_slots(fake_cuda, monkeypatch):
     """Slots of frames the bridge finishes are released by the thread's next frame: with a
     cache smaller than the frames in flight, every frame still gets its own samples."""
-    monkeypatch.setenv("AVDENOISE_DEBUG", "host_copies=bridge")
     bridge = Bridge()
     backend, layout, written = _backend("GRAY8", "staged", radius=0, cache_slots=2)
     frames = make_frames(layout)
@@ -291,7 +274,6 @@ def test_bridge_threads_evict_and_reuse_slots(fake_cuda, monkeypatch):
 
 
 def test_failed_bridge_wait_fails_the_frame_and_the_next_one_synchronizes(fake_cuda, monkeypatch):
-    monkeypatch.setenv("AVDENOISE_DEBUG", "host_copies=bridge")
     runtime, calls = fake_cuda
     bridge = Bridge()
     backend, layout, written = _backend("GRAY8", "staged", radius=0)

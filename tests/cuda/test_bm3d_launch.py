@@ -12,7 +12,7 @@ import math
 import pytest
 
 from avdenoise_vs._cuda._bm3d_args import Bm3dRecords, reference_count
-from avdenoise_vs._cuda._bm3d_launch import fit_tiles, stage_launches, tiles_wanted
+from avdenoise_vs._cuda._bm3d_launch import fit_tiles, stage_launches
 from avdenoise_vs._cuda._bm3d_source import BM3D_TILES, Bm3dSpec
 from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType
 from avdenoise_vs._settings import Bm3dSettings, Stages
@@ -24,7 +24,7 @@ HOPPER_SHARED = 227 * 1024  # opt-in shared memory per thread block of an H100 /
 
 def _spec(bm_range=9, window=1, channels=1, joint=False, tiles=None) -> Bm3dSpec:
     return Bm3dSpec(window, channels, joint, False, "float32", bm_range, 2, 4,
-                    tiles=tiles or tiles_wanted())  # fmt: skip
+                    tiles=tiles or BM3D_TILES)  # fmt: skip
 
 
 def _refs(width=1920, height=1080, step=8) -> tuple[int, int]:
@@ -32,7 +32,7 @@ def _refs(width=1920, height=1080, step=8) -> tuple[int, int]:
 
 
 def test_shared_sums_are_the_default_with_taller_hard_thresholding_tiles():
-    assert tiles_wanted() == BM3D_TILES["shared"] == ((4, 2), (4, 1))
+    assert BM3D_TILES == ((4, 2), (4, 1))
     launches = stage_launches(_spec(), _refs(), 8, HOPPER_SHARED)
     hard, wiener = launches["bm3d_hard"], launches["bm3d_wiener"]
     assert hard.sums and hard.block == (256, 1, 1)
@@ -49,17 +49,6 @@ def test_the_reach_holds_every_block_a_tile_can_group():
     spec = _spec(bm_range=9)
     assert spec.tile_reach(False, 8) == (8 + 18 + 8) * (3 * 8 + 18 + 8)
     assert spec.tile_reach(True, 3) == (18 + 8) * (3 * 3 + 18 + 8)
-
-
-def test_global_sums_launch_four_reference_blocks_a_thread_block(monkeypatch):
-    monkeypatch.setenv("AVDENOISE_DEBUG", "bm3d_sums=global")
-    spec = _spec()
-    assert spec.tiles == ((4, 1), (4, 1))
-    for launch in stage_launches(spec, _refs(), 8, HOPPER_SHARED).values():
-        assert not launch.sums and launch.block == (128, 1, 1)
-        assert launch.grid == (60 * 135, 1, 1)
-    hard = stage_launches(spec, _refs(), 8, HOPPER_SHARED)["bm3d_hard"]
-    assert hard.shared == spec.shared_bytes(False)
 
 
 def test_sums_need_half_the_atomics_or_fewer():
@@ -87,7 +76,7 @@ def test_tiles_narrow_when_the_device_lacks_the_shared_memory():
     fitted = fit_tiles(spec, HOPPER_SHARED)
     assert fitted.tiles == ((4, 1), (4, 1))
     assert fitted.shared_bytes(False) <= HOPPER_SHARED
-    assert fit_tiles(_spec(), HOPPER_SHARED).tiles == BM3D_TILES["shared"]
+    assert fit_tiles(_spec(), HOPPER_SHARED).tiles == BM3D_TILES
 
 
 def test_joint_passes_launch_one_grid_separate_channels_one_a_channel():

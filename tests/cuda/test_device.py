@@ -4,7 +4,6 @@ start, and the wait mode a process asks its context for."""
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import logging
 import os
 import sys
@@ -13,6 +12,7 @@ import types
 import pytest
 
 from avdenoise_vs._cuda import _context, _device
+from avdenoise_vs._environment import CudaTuning
 from avdenoise_vs._errors import BackendUnavailable
 from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
 from avdenoise_vs._settings import Bm3dSettings, NlmSettings, Stages
@@ -60,16 +60,6 @@ def _cupy(count: int | Exception, current: int = 0):
 )
 def test_auto_sleeps_only_for_bm3d(sync, passes, expected):
     assert _device.wait_mode(sync, passes) == expected
-
-
-def test_only_asked_for_temporal_bm3d_frames_wait_for_lower_ones(monkeypatch):
-    """Gates admit frames in arrival order unless AVDENOISE_DEBUG asks for the expected
-    order, which only V-BM3D's frames, that share work, then follow."""
-    vbm3d = dataclasses.replace(BM3D, radius=1)
-    assert _device.gate_patience((vbm3d,)) is None
-    monkeypatch.setenv("AVDENOISE_DEBUG", "gate_order=expected")
-    assert _device.gate_patience((vbm3d,)) == _device.GATE_PATIENCE_S
-    assert _device.gate_patience((BM3D,)) is None
 
 
 def test_the_device_is_the_current_one_or_the_one_asked_for():
@@ -130,9 +120,9 @@ def test_a_chosen_connection_count_is_kept(monkeypatch):
 def test_a_pass_needing_more_shared_memory_than_the_device_has(options, setting):
     offsets, pitches = {0: 0}, {0: 512}
     with pytest.raises(BackendUnavailable, match=f"{setting} .* than device 3 has \\(64 bytes\\)"):
-        _device.new_pass(options, LAYOUT, offsets, pitches, 64, 3)
+        _device.new_pass(options, LAYOUT, offsets, pitches, 64, 3, CudaTuning())
 
 
 def test_a_pass_that_fits_is_made():
-    npass = _device.new_pass(NLM, LAYOUT, {0: 0}, {0: 512}, 227 * 1024, 0)
+    npass = _device.new_pass(NLM, LAYOUT, {0: 0}, {0: 512}, 227 * 1024, 0, CudaTuning())
     assert npass.options is NLM

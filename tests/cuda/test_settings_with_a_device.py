@@ -16,8 +16,8 @@ from ._fake_cuda import install
     "name, value, message",
     [
         ("AVDENOISE_DEBUG", "bogus", r"AVDENOISE_DEBUG takes key=value items .* got 'bogus'"),
-        ("AVDENOISE_DEBUG", "early_context=maybe", r"AVDENOISE_DEBUG: early_context must be"),
-        ("AVDENOISE_DEBUG", "placement=no", r"AVDENOISE_DEBUG: placement must be"),
+        ("AVDENOISE_DEBUG", "transfer=maybe", r"AVDENOISE_DEBUG: transfer must be"),
+        ("AVDENOISE_DEBUG", "bm3d_cache=no", r"AVDENOISE_DEBUG: bm3d_cache must be"),
         ("AVDENOISE_CUDA_SYNC", "sleep", r"AVDENOISE_CUDA_SYNC must be one of"),
     ],
 )

@@ -52,12 +52,11 @@ def test_every_frame_s_groups_are_filtered_once_per_stage(schedule, stages):
 
 
 def test_a_smaller_cache_refilters_and_still_renders(schedule, monkeypatch):
-    """``AVDENOISE_DEBUG=bm3d_cache=3`` keeps fewer accumulators: frames requested out of
+    """Fewer accumulators (``AVDENOISE_DEBUG=bm3d_cache=3``): frames requested out of
     order then have some groups filtered again, which `produced` reports, and still the right
     sums."""
-    monkeypatch.setenv("AVDENOISE_DEBUG", "bm3d_cache=3")
     make, recorder = schedule
-    npass = make(radius=1, stages=1)
+    npass = make(radius=1, stages=1, accumulators=3)
     order = [0, 9, 1, 10, 2, 11, 3]
     render(npass, order)
     assert npass.produced()["hard"] > len({m for n in order for m in (n - 1, n, n + 1)} - {-1})
@@ -93,9 +92,8 @@ def test_ref_pilot_runs_the_wiener_stage_alone(schedule):
 
 
 def test_threads_in_any_order_share_entries_without_deadlock(schedule, monkeypatch):
-    monkeypatch.setenv("AVDENOISE_DEBUG", "bm3d_cache=16")  # every accumulator kept: none twice
     make, recorder = schedule
-    npass = make(radius=1, stages=2)
+    npass = make(radius=1, stages=2, accumulators=16)  # every accumulator kept: none twice
     length = 8
     frames = list(range(length)) * 3
     random.Random(4).shuffle(frames)

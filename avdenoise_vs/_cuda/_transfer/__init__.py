@@ -19,33 +19,24 @@ frames of 3 MiB or more, and frames of one-frame windows. With the bridge's host
 Y d=0 under vspipe ran at 5141 and 4975 fps against 3500 and 3310 with Python's copies, in
 interleaved runs (docs/BENCHMARKS.md, "the bridge's host step").
 
-Gated passes (BM3D) stage their frames in a process alone and copy directly in a fleet,
-whatever their frame size. Alone, the driver's serialised pageable copies hold them back: one
-vspipe process (H200, 16 threads, 1080p, 2026-12-03) ran BM3D radius 0 luma at 2376 and 2283
-fps staged against 814 and 570 direct, YUV444 604 and 645 against 204 and 177, V-BM3D radius
-1 YUV444 506 and 457 against 258 and 231. An Av1an fleet's 16 workers share the host's CPU
-and memory with their sources, and the driver stages pageable copies through a small buffer
-that stays in the CPU's caches, where a thread's page-locked buffers of whole frames (16
-threads of 16 workers) go through memory: 16 workers x 240 frames of BM3D radius 0 at 1080p
-ran 719 fps direct against 605 staged in the same call (789-822 against 660-682 in another,
-with 57 CPU seconds against 70), and V-BM3D radius 1 in YUV444 351 and 388 against 274 and
-282 (docs/BENCHMARKS.md: "Transfers and wait modes in a fleet"). A direct process moves about
-a third of a staged one's bytes (13.5 against 39 GB/s above), so from :data:`CROWD` other
-avdenoise processes on the host (``_crowd.py``) direct copies carry at least as much.
+Gated passes (BM3D) stage their frames: one vspipe process (H200, 16 threads, 1080p) ran BM3D
+radius 0 luma at 2376 and 2283 fps staged against 814 and 570 direct, YUV444 604 and 645
+against 204 and 177, V-BM3D radius 1 YUV444 506 and 457 against 258 and 231: the driver
+serialises one context's pageable copies. Their page-locked buffers come from two pools per
+backend (``staged.py``), lent to a frame only while its copies run, so a process page-locks a
+few frames' worth rather than a window's per thread, at start-up and again at exit.
 """
 
 from __future__ import annotations
 
 import logging
 
-from ..._environment import debug_switch
 from ..._log import thread_debug
 from .base import Context, Download, Upload
 from .direct import DirectDownload, DirectUpload
 from .staged import BridgeDownload, StagedDownload, StagedUpload
 
 __all__ = [
-    "CROWD",
     "STAGE_MIN_BYTES",
     "TRANSFERS",
     "Context",
@@ -57,55 +48,43 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The values of ``transfer`` (and of ``AVDENOISE_DEBUG``'s ``transfer`` key).
+#: The values of ``transfer`` (``AVDENOISE_DEBUG``'s ``transfer`` key).
 TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
 #: "auto" stages frames (all planes a pass reads, in the slot's layout) of at least this many
 #: bytes, and the frames of one-frame windows, unless the passes are gated (module notes).
 STAGE_MIN_BYTES = 3 << 20
-#: Other avdenoise processes on the host from which "auto" copies gated frames directly.
-CROWD = 3
 
 
 def setting(transfer: str) -> str:
-    """The transfer a backend asked for: `transfer`, or for "auto" what ``AVDENOISE_DEBUG``
-    may force (for benchmarks).
+    """`transfer`, checked.
 
     Raises
     ------
     ValueError
         When `transfer` is not one of :data:`TRANSFERS`.
     """
-    if transfer == "auto":
-        transfer = debug_switch("transfer")
     if transfer not in TRANSFERS:
         raise ValueError(f"transfer must be one of {TRANSFERS}, got {transfer!r}")
     return transfer
 
 
-def choose(transfer: str, context: Context, others: int = 0) -> tuple[str, Upload, Download]:
-    """The strategies of a backend: ``(transfer, upload, download)``, "auto" resolved, for
-    gated passes by the `others` avdenoise processes rendering on the host.
+def choose(transfer: str, context: Context) -> tuple[str, Upload, Download]:
+    """The strategies of a backend: ``(transfer, upload, download)``, "auto" resolved from
+    the frame's size, its window and whether its passes are gated (module notes).
 
-    Staged downloads leave the wait and the copies out to the bridge unless
-    ``AVDENOISE_DEBUG`` has ``host_copies=python`` or the driver's wait has no address for the
-    bridge to call (CuPy's calls, ``cuda_calls=released``); gated frames return their output
-    buffer to the gate, so the bridge only copies them out.
+    Staged downloads leave the wait and the copies out to the bridge; gated frames return
+    their output buffer to the gate first, so the bridge only copies them out.
     """
     if transfer == "auto":
-        transfer = _auto(context, others)
+        transfer = _auto(context)
     staged_up = transfer in ("staged", "staged-upload")
     upload = StagedUpload(context) if staged_up else DirectUpload(context)
     if transfer not in ("staged", "staged-download"):
         download = DirectDownload(context)
+    elif context.gate is None:
+        download = BridgeDownload(context)
     else:
-        bridge = (
-            debug_switch("host_copies") == "bridge"
-            and context.calls.synchronize_address is not None
-        )
-        if bridge and context.gate is None:
-            download = BridgeDownload(context)
-        else:
-            download = StagedDownload(context, bridge_copies=bridge)
+        download = StagedDownload(context)
     thread_debug(
         logger, "avdenoise: transfer %s: %s, %s", transfer, type(upload).__name__,
         type(download).__name__,
@@ -113,9 +92,9 @@ def choose(transfer: str, context: Context, others: int = 0) -> tuple[str, Uploa
     return transfer, upload, download
 
 
-def _auto(context: Context, others: int) -> str:
-    """What "auto" means for `context` beside `others` processes (module notes)."""
+def _auto(context: Context) -> str:
+    """What "auto" means for `context` (module notes)."""
     if context.gate is not None:
-        return "direct" if others >= CROWD else "staged"
+        return "staged"
     large = context.slots.nbytes >= STAGE_MIN_BYTES
     return "staged" if large or context.window == 1 else "direct"

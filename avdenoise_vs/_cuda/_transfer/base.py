@@ -35,7 +35,7 @@ class Context:
     runtime : module
         ``cupy.cuda.runtime``: copies from pageable memory and synchronisation, which
         release the GIL while they wait.
-    calls : HeldCalls or ReleasedCalls
+    calls : HeldCalls
         The calls that only queue work (``_calls.py``).
     cache : FrameCache
         The backend's device slots.
