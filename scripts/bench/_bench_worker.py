@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["gpu_memory_used", "make_source", "render", "run_worker", "vspipe_fps"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_source(core, fmt_name: str, width: int, height: int, noise: Noise):

@@ -1,6 +1,6 @@
 """The cases of ``bench_fleet.py``: what each (case, plugin) worker renders, through ``bench_fleet.vpy``.
 
-Sources and rival filters are ``bench_nlm.py``'s and ``bench_bm3d.py``'s (scripts/_bench.py):
+Sources and rival filters are ``bench_nlm.py``'s and ``bench_bm3d.py``'s (scripts/bench/_bench.py):
 a real picture panning with noise added by a native expression, so that the source costs no
 Python per frame, and the rivals at the settings those benchmarks give them. Ours is built
 here, because a worker must be able to force ``device="cpu"`` (the tests run a fleet on a

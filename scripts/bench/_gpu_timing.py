@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "cuda"))
 
 from _clips import new_dst, view
 

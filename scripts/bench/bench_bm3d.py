@@ -1,11 +1,11 @@
 """BM3D speed and quality benchmark: ours against BM3DCUDA and vszipcu in one run.
 
-    python scripts/bench_bm3d.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3] [--repeat N]
+    python scripts/bench/bench_bm3d.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3] [--repeat N]
                                  [--append docs/BENCHMARKS.md] [--json out.json]
 
 Case names contain commas; --cases takes the longest known name at each comma, so
 ``--cases "radius 0, luma,radius 1, YUV444"`` names two cases. The harness is bench_nlm.py's
-(scripts/_bench.py): a worker process per (plugin, case), fps timed by vspipe through
+(scripts/bench/_bench.py): a worker process per (plugin, case), fps timed by vspipe through
 bench_bm3d.vpy (16 VapourSynth threads unless BENCH_THREADS says otherwise), and in the worker
 the time to the first frame, the luma PSNR against the clean clip and the GPU memory taken.
 Unlike bench_nlm.py, fps is the steady rate: the difference of two vspipe runs, so that what a

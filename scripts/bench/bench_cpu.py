@@ -1,7 +1,7 @@
 """Speed of the CPU (NumPy) backend through VapourSynth, as users call it with device='cpu'.
 
-python scripts/bench_cpu.py                       # every case at 640x360 and 1280x720
-python scripts/bench_cpu.py --sizes 640x360 --frames 4 --json out/bench_cpu.json
+python scripts/bench/bench_cpu.py                       # every case at 640x360 and 1280x720
+python scripts/bench/bench_cpu.py --sizes 640x360 --frames 4 --json out/bench_cpu.json
 
 Each case renders ``--frames`` frames of a panning picture (YUV420P8, or YUV444P8) with Gaussian noise
 (sigma 6 codes) through ``clip.frames()``, which requests ``core.num_threads`` frames at a

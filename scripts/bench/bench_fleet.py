@@ -1,6 +1,6 @@
 """The headline benchmark, run the way Av1an runs us: W vspipe workers x C-frame chunks, at once.
 
-    python scripts/bench_fleet.py [--workers 16] [--chunk 240] [--cases SUBSTR,...]
+    python scripts/bench/bench_fleet.py [--workers 16] [--chunk 240] [--cases SUBSTR,...]
                                   [--plugins NAME,...] [--cache cold,warm] [--repeat N] [--mps]
                                   [--gpus N]
                                   [--json out.json] [--markdown out.md]
@@ -8,7 +8,7 @@
 For each case (``--cases`` keeps those whose name contains any of the comma-separated
 substrings, any case) and each plugin, W workers start together, each ``vspipe`` rendering its
 own contiguous chunk of C frames of ``bench_fleet.vpy`` (the case's 1080p noisy source and the
-plugin's filters; cases and rivals in scripts/_fleet_cases.py). The workers share nothing but
+plugin's filters; cases and rivals in scripts/bench/_fleet_cases.py). The workers share nothing but
 the GPU and the CPU, as Av1an's do. A cell is the aggregate rate: the frames all workers wrote
 over the wall time from the launch to the last exit (the median of ``--repeat`` runs). Ours
 runs twice: on a cold kernel cache (an empty ``CUPY_CACHE_DIR`` in a temp folder, which also

@@ -1,6 +1,6 @@
 """NLM speed and quality benchmark: ours against every rival that is installed, in one run.
 
-    python scripts/bench_nlm.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3] [--repeat N]
+    python scripts/bench/bench_nlm.py [--cases NAME,...] [--plugins NAME,...] [--seconds 3] [--repeat N]
                                 [--append docs/BENCHMARKS.md] [--json out.json]
 
 Each (plugin, case) runs in its own process (so GPU memory is per filter and a crash stays
@@ -9,7 +9,7 @@ noise added by a native expression: the source costs no Python time, so the numb
 the denoisers. fps is timed by vspipe, as users run filters; time to the first frame, PSNR
 and GPU memory are measured in the worker process. Equal parameters everywhere (d, a, s, h, channels); vsavd takes only the
 radii and strength it understands. The table lists fps, time to the first frame, PSNR of the
-luma against the clean clip and GPU memory of the process. The harness is scripts/_bench.py.
+luma against the clean clip and GPU memory of the process. The harness is scripts/bench/_bench.py.
 Two columns are not denoisers: "source" renders the noisy clip alone (the harness's ceiling),
 "write" rewrites the planes a denoiser would write (VapourSynth's own cost of a filter that
 allocates and fills a new frame, with no GPU and no Python).

@@ -1,8 +1,8 @@
 """Time the BM3D kernels under variants of their source, and compare the outputs bitwise.
 
 Usage (on the GPU machine, from the repository root):
-  python3 scripts/bm3d_kernel_variants.py VARIANT CONFIGS [--root DIR] [--out DIR]
-  python3 scripts/bm3d_kernel_variants.py --compare DIR
+  python3 scripts/bench/bm3d_kernel_variants.py VARIANT CONFIGS [--root DIR] [--out DIR]
+  python3 scripts/bench/bm3d_kernel_variants.py --compare DIR
 
 VARIANT is ``key=value`` items joined by commas, or ``plain`` for the package at --root as it
 is (a checkout of another commit, to compare against):
@@ -140,7 +140,11 @@ def main() -> None:
         compare(args.compare)
         return
     root = os.path.abspath(args.root)
-    sys.path[:0] = [root, os.path.join(root, "scripts"), os.path.join(root, "tests", "cuda")]
+    sys.path[:0] = [
+        root,
+        os.path.join(root, "scripts", "bench"),
+        os.path.join(root, "tests", "cuda"),
+    ]
     apply_variant(args.variant)
     measure(args.variant, args.configs.split(","), args.out)
 

@@ -6,7 +6,7 @@ for. Writes a Markdown report and, when matplotlib is installed, a PSNR-versus-s
 
 Run from the repository root (the CPU columns, the default backends; about 10 minutes)::
 
-    PYTHONPATH=. python scripts/bm3d_quality.py --size 96
+    PYTHONPATH=. python scripts/bench/bm3d_quality.py --size 96
 
 Backends (:data:`BACKENDS`):
 
@@ -41,7 +41,7 @@ absent, no GPU) is skipped with the reason logged and written into the report.
 The GPU columns come from a second run on the GPU machine that merges the CPU columns of the
 committed report instead of recomputing them::
 
-    python3 scripts/bm3d_quality.py --size 96 --merge docs/BM3D_QUALITY.md \\
+    python3 scripts/bench/bm3d_quality.py --size 96 --merge docs/BM3D_QUALITY.md \\
         --backends avdenoise,avdenoise_bm3d,bm3dcuda,vszipcu --out "$OUT/BM3D_QUALITY.md"
 
 Estimates are clipped to [0, 255] before scoring; the noise is not clipped (the usual AWGN

@@ -1,6 +1,6 @@
 """When each frame of one lone process is done: the start-up and ramp of a BM3D filter.
 
-    python scripts/bm3d_timeline.py PLUGIN CASE [FRAMES]    # e.g. avdenoise "radius 1, YUV444" 300
+    python scripts/bench/bm3d_timeline.py PLUGIN CASE [FRAMES]    # e.g. avdenoise "radius 1, YUV444" 300
 
 PLUGIN and CASE are bench_bm3d.py's (the Vulkan rivals vsfeel, bm3dvk and bm3dvk2 included).
 The script builds the case's 1080p source and filter as bench_bm3d.vpy does, then iterates the

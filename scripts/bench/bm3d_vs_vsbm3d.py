@@ -1,6 +1,6 @@
 """Our BM3D reference against VapourSynth-BM3D (CPU) at BM3DCUDA's settings, one stage.
 
-    python scripts/bm3d_vs_vsbm3d.py        (needs the `bm3d` VapourSynth plugin, e.g. the
+    python scripts/bench/bm3d_vs_vsbm3d.py        (needs the `bm3d` VapourSynth plugin, e.g. the
                                              vapoursynth-bm3d wheel)
 
 Two 128 x 128 crops of the bundled sample picture's luma, Gaussian noise of sigma 3 and 10
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import vapoursynth as vs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from avdenoise_vs._reference.bm3d import bm3d
 from avdenoise_vs.sample import _picture

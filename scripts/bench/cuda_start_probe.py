@@ -4,8 +4,8 @@ Starts N Python processes together; each times ``import cupy``, ``cuInit`` (devi
 the creation of its context (``memGetInfo``), or the same through ``libcuda`` alone with
 ``--driver`` (no CuPy). Prints the median and slowest of each step for every N given.
 
-    python scripts/cuda_start_probe.py 1 16
-    python scripts/cuda_start_probe.py --driver 1 16
+    python scripts/bench/cuda_start_probe.py 1 16
+    python scripts/bench/cuda_start_probe.py --driver 1 16
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ Examples
 --------
 ::
 
-    python scripts/fleet.py denoise.vpy --workers 8 --cold
-    python scripts/fleet.py denoise.vpy --workers 8 --cold --queue off --json off.json
+    python scripts/bench/fleet.py denoise.vpy --workers 8 --cold
+    python scripts/bench/fleet.py denoise.vpy --workers 8 --cold --queue off --json off.json
 
 Workers inherit this environment; set ``PYTHONPATH`` if the package is not installed.
 """

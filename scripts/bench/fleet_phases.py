@@ -1,6 +1,6 @@
 """Where a fleet's workers spend their start, from ``bench_fleet.py --json`` files.
 
-    python scripts/fleet_phases.py fleet.json [more.json ...]
+    python scripts/bench/fleet_phases.py fleet.json [more.json ...]
 
 Prints one line per table cell (case, column) and file: the median over every worker of
 every run of each start-up phase (seconds from the worker's launch; ``warmup.record_phase``),

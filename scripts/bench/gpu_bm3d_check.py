@@ -1,6 +1,6 @@
 """Time the CUDA BM3D backend alone (no VapourSynth): kernels, threads, memory.
 
-Usage: PYTHONPATH=$PWD python3 scripts/gpu_bm3d_check.py [--only NAME] [--frames N]
+Usage: PYTHONPATH=$PWD python3 scripts/bench/gpu_bm3d_check.py [--only NAME] [--frames N]
 
 For each 1080p configuration (the speed benchmark's, at BM3DCUDA's defaults: block_step 8,
 bm_range 9, ps_num 2, ps_range 4, sigma 3) it prints the GPU time of each kernel per frame
@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "cuda"))
 
 from _clips import SyntheticClip, layout
 from _gpu_timing import load_cupy, throughput

@@ -1,7 +1,7 @@
 """Check the CUDA NLM backend against the NumPy oracle briefly, then time it alone (no VapourSynth).
 
-Usage: PYTHONPATH=$PWD python3 scripts/gpu_check.py [--quick] [--json PATH] [--only NAME]
-       PYTHONPATH=$PWD python3 scripts/gpu_check.py --scaling 1,2,4,8,16 --only d0a2s4
+Usage: PYTHONPATH=$PWD python3 scripts/bench/gpu_check.py [--quick] [--json PATH] [--only NAME]
+       PYTHONPATH=$PWD python3 scripts/bench/gpu_check.py --scaling 1,2,4,8,16 --only d0a2s4
 
 ``--scaling`` skips the checks and prints, for the ``--only`` configs, the backend's frames per
 second at each thread count: whether the backend alone (no VapourSynth) scales with threads.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cuda"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "cuda"))
 
 from _clips import SyntheticClip, layout, lumachroma, options, run
 from _gpu_timing import gil_held_us, gpu_ms, load_cupy, throughput

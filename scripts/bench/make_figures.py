@@ -1,15 +1,15 @@
 """Draw the pictures of the docs into docs/images: before/after crops and the speed charts.
 
-python scripts/make_figures.py                 # both, into docs/images
-python scripts/make_figures.py --only speed    # the charts alone (quick: no denoising)
-python scripts/make_figures.py --only crops --out /tmp/figures
+python scripts/bench/make_figures.py                 # both, into docs/images
+python scripts/bench/make_figures.py --only speed    # the charts alone (quick: no denoising)
+python scripts/bench/make_figures.py --only crops --out /tmp/figures
 
 crops.png: the sample clip's launch pad, clean, with white Gaussian noise, and through
 `core.avdenoise.Denoise` (NLM, then algorithm='bm3d') on the CPU backend, whose maths the GPU
 backend shares; each panel names its PSNR against the clean crop. speed-fleet.svg and
 speed-one-process.svg: bar charts of the tables of docs/BENCHMARKS.md ("Fleet", "One
 process: NLM", "One process: BM3D"), drawn from their cells, each panel under its date, GPU
-and command line. Run it again after changing those tables; tests/scripts fails while the
+and command line. Run it again after changing those tables; tests/scripts/bench fails while the
 charts differ from what the tables give.
 """
 
@@ -22,7 +22,7 @@ from _bench_tables import gpu_name, parse_tables, section_tables
 from _figure_crops import DEFAULT_CROP, write_crops
 from _speed_svg import Panel, panel_of, render_svg
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
 CROPS = "crops.png"
 #: Chart file -> its title and the headings of docs/BENCHMARKS.md whose tables it draws.

@@ -1,9 +1,9 @@
 """Measure Denoise's strength against Gaussian noise, per algorithm: the tables behind its
 defaults.
 
-    python scripts/strength_table.py                  # the README's tables (about 5 minutes)
-    python scripts/strength_table.py --quick          # one picture, fewer strengths
-    python scripts/strength_table.py --algorithm bm3d --crop 96
+    python scripts/bench/strength_table.py                  # the README's tables (about 5 minutes)
+    python scripts/bench/strength_table.py --quick          # one picture, fewer strengths
+    python scripts/bench/strength_table.py --algorithm bm3d --crop 96
 
 Each picture is seen through a crop panning 3 pixels a frame (3 frames, so that NLM's
 radius=1 has real motion to match), converted to YUV 4:2:0 8-bit (GRAY for gray pictures)
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import vapoursynth as vs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from avdenoise_vs._params import DENOISE_PARAMS
 from avdenoise_vs.sample import psnr, sample_frames

@@ -13,8 +13,8 @@ Machine and rivals in every table: NVIDIA H200 (143771 MiB), 16 CPU cores.
 
 ![speed of the fleet](images/speed-fleet.svg)
 
-2026-12-02, `bash scripts/device_run.sh benchfleet` (`scripts/bench_fleet.py`): 16 workers
-at once.
+2026-12-02, `bash scripts/bench/device_run.sh benchfleet` (`scripts/bench/bench_fleet.py`): 16
+workers at once.
 
 | case | ours cold | ours warm | source | vszipcu | KNLMeansCL | ours warm / best | first frame s |
 |---|---|---|---|---|---|---|---|
@@ -24,7 +24,7 @@ at once.
 ## One process: NLM
 
 2026-11-30, `BENCH_SECONDS=2 bash
-scripts/device_run.sh tests bench`, every rival:
+scripts/bench/device_run.sh tests bench`, every rival:
 
 | config | ours | vszipcu | ours / best |
 |---|---|---|---|

@@ -1,4 +1,4 @@
-"""``scripts/bm3d_kernel_variants.py`` patches lines of the BM3D device code to split a
+"""``scripts/bench/bm3d_kernel_variants.py`` patches lines of the BM3D device code to split a
 kernel's time: each line it cuts must still be in the code, or its variants time nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from avdenoise_vs._cuda._bm3d_source import _device_code
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bm3d_kernel_variants.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "bench" / "bm3d_kernel_variants.py"
 spec = importlib.util.spec_from_file_location("bm3d_kernel_variants", SCRIPT)
 variants = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(variants)

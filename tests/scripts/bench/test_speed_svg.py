@@ -1,4 +1,4 @@
-"""scripts/_speed_svg.py and make_figures' charts: one bar per rate, lengths in proportion."""
+"""scripts/bench/_speed_svg.py and make_figures' charts: one bar per rate, lengths in proportion."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from _bench_tables import parse_tables
 from _speed_svg import BAR_LENGTH, SVG_NS, panel_of, render_svg
 
-from tests.scripts._figure_samples import BENCHMARKS_SAMPLE
+from tests.scripts.bench._figure_samples import BENCHMARKS_SAMPLE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NS = {"svg": SVG_NS}
 
 
@@ -59,11 +59,9 @@ def test_rows_name_their_ratio_and_panels_their_run() -> None:
     texts = [t.text for t in _chart().iter(f"{{{SVG_NS}}}text")]
     assert "NLM Y  (ours warm / best: 2.34x)" in texts
     assert "BM3D r0  (ours warm / best: 1.26x)" in texts  # code marks dropped
-    assert "2026-12-02, NVIDIA H200; command: bash scripts/device_run.sh benchfleet" in texts
-    assert (
-        "2026-11-30, NVIDIA H200; command: BENCH_SECONDS=2 bash scripts/device_run.sh tests bench"
-        in texts
-    )
+    assert "2026-12-02, NVIDIA H200; command: bash scripts/bench/device_run.sh benchfleet" in texts
+    command = "BENCH_SECONDS=2 bash scripts/bench/device_run.sh tests bench"
+    assert f"2026-11-30, NVIDIA H200; command: {command}" in texts
 
 
 def test_the_chart_has_a_size_and_a_white_ground() -> None:
@@ -84,7 +82,9 @@ def test_the_committed_charts_are_drawn_from_docs_benchmarks() -> None:
     assert set(charts) == {"speed-fleet.svg", "speed-one-process.svg"}
     for name, svg in charts.items():
         committed = (ROOT / "docs" / "images" / name).read_text()
-        assert committed == svg, f"docs/images/{name} is out of date: run scripts/make_figures.py"
+        assert committed == svg, (
+            f"docs/images/{name} is out of date: run scripts/bench/make_figures.py"
+        )
 
 
 def test_only_speed_writes_the_charts_alone(tmp_path: Path) -> None:

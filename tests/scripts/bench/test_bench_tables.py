@@ -1,18 +1,18 @@
-"""scripts/_bench_tables.py: the markdown tables the speed charts are drawn from."""
+"""scripts/bench/_bench_tables.py: the markdown tables the speed charts are drawn from."""
 
 from __future__ import annotations
 
 import pytest
 from _bench_tables import gpu_name, parse_fps, parse_tables, section_tables
 
-from tests.scripts._figure_samples import BENCHMARKS_SAMPLE
+from tests.scripts.bench._figure_samples import BENCHMARKS_SAMPLE
 
 
 def test_tables_keep_their_heading_caption_and_cells() -> None:
     fleet, nlm = parse_tables(BENCHMARKS_SAMPLE)
     assert fleet.section == "Fleet"
     assert fleet.date == "2026-12-02"
-    assert fleet.command == "bash scripts/device_run.sh benchfleet"
+    assert fleet.command == "bash scripts/bench/device_run.sh benchfleet"
     assert fleet.header == (
         "case",
         "ours cold",
@@ -34,7 +34,7 @@ def test_tables_keep_their_heading_caption_and_cells() -> None:
 def test_a_command_over_two_lines_is_one_line() -> None:
     nlm = parse_tables(BENCHMARKS_SAMPLE)[1]
     assert nlm.date == "2026-11-30"
-    assert nlm.command == "BENCH_SECONDS=2 bash scripts/device_run.sh tests bench"
+    assert nlm.command == "BENCH_SECONDS=2 bash scripts/bench/device_run.sh tests bench"
 
 
 def test_a_chart_above_a_table_is_not_its_caption() -> None:

@@ -1,4 +1,4 @@
-"""scripts/_figure_crops.py: the before/after strip, on a small crop of the sample clip."""
+"""scripts/bench/_figure_crops.py: the before/after strip, on a small crop of the sample clip."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""scripts/bm3d_timeline.py: its rates, and a run of the unfiltered source on the CPU."""
+"""scripts/bench/bm3d_timeline.py: its rates, and a run of the unfiltered source on the CPU."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import bm3d_timeline
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench"
 
 
 def test_rate_counts_frames_between_two_marks() -> None:
@@ -19,7 +19,7 @@ def test_rate_counts_frames_between_two_marks() -> None:
 
 
 def test_the_source_alone_prints_one_line_of_marks() -> None:
-    command = [sys.executable, str(SCRIPTS / "bm3d_timeline.py"), "source", "radius 0, luma", "25"]
+    command = [sys.executable, str(BENCH / "bm3d_timeline.py"), "source", "radius 0, luma", "25"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     line = done.stdout.strip().splitlines()[-1]

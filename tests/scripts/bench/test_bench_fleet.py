@@ -1,4 +1,4 @@
-"""scripts/bench_fleet.py: its pure parts, the launcher's timeout, and a whole run on the CPU."""
+"""scripts/bench/bench_fleet.py: its pure parts, the launcher's timeout, a whole run on the CPU."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import _fleet_report
 import pytest
 from _fleet import WorkerResult
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench"
 FLEET_TIMEOUT_S = 120
 """Longest the end-to-end run may take on a 2-core CI machine before the test fails."""
 
@@ -225,7 +225,7 @@ def vspipe() -> str:
 def test_a_tiny_fleet_end_to_end_on_the_cpu(vspipe: str, tmp_path: Path) -> None:
     out_json, out_md = tmp_path / "fleet.json", tmp_path / "fleet.md"
     command = [
-        sys.executable, str(SCRIPTS / "bench_fleet.py"), "--width", "64", "--height", "48",
+        sys.executable, str(BENCH / "bench_fleet.py"), "--width", "64", "--height", "48",
         "--workers", "2", "--chunk", "4", "--device", "cpu", "--cases", "NLM Y d1,BM3D r0 luma",
         "--plugins", "source,avdenoise,bm3dcuda,nlm_cuda", "--timeout", "60",
         "--json", str(out_json), "--markdown", str(out_md),

@@ -1,4 +1,4 @@
-"""scripts/bench_cpu.py: a whole run on a tiny clip writes the table and the JSON."""
+"""scripts/bench/bench_cpu.py: a whole run on a tiny clip writes the table and the JSON."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench"
 
 
 @pytest.mark.slow
@@ -17,7 +17,7 @@ def test_a_tiny_run_reports_every_case_and_size(tmp_path: Path) -> None:
     pytest.importorskip("vapoursynth")
     out = tmp_path / "cpu.json"
     command = [
-        sys.executable, str(SCRIPTS / "bench_cpu.py"), "--sizes", "48x32,40x24",
+        sys.executable, str(BENCH / "bench_cpu.py"), "--sizes", "48x32,40x24",
         "--frames", "1", "--json", str(out),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)

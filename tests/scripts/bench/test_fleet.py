@@ -1,4 +1,4 @@
-"""scripts/fleet.py: the fleet runner's chunk split and how it reads the warm-up report."""
+"""scripts/bench/fleet.py: the fleet runner's chunk split and how it reads the warm-up report."""
 
 from __future__ import annotations
 
