@@ -103,7 +103,7 @@ VARIABLES: tuple[Variable, ...] = (
         "a folder",
         "unset",
         "Each process writes there what the queue did for it and when its filter reached "
-        "its start-up steps; `scripts/fleet.py` sets and reads it.",
+        "its start-up steps; `scripts/bench/fleet.py` sets and reads it.",
     ),
     Variable(
         "CUDA_DEVICE_MAX_CONNECTIONS",
@@ -111,7 +111,7 @@ VARIABLES: tuple[Variable, ...] = (
         "1",
         "Hardware queues per CUDA context. Unless you set it, the package sets 1 before CUDA "
         "starts: the driver creates contexts one at a time, and 16 workers starting together "
-        "had a context after 1.0 s instead of 2.6 s (H200, `scripts/cuda_start_probe.py`); "
+        "had a context after 1.0 s instead of 2.6 s (H200, `scripts/bench/cuda_start_probe.py`); "
         "our frame rates did not change beyond run-to-run noise. It applies to every CUDA "
         "plugin in the process if ours starts CUDA first.",
     ),

@@ -1,4 +1,4 @@
-"""What the warm-up queue did for this process, written for ``scripts/fleet.py``.
+"""What the warm-up queue did for this process, written for ``scripts/bench/fleet.py``.
 
 With ``AVDENOISE_WARMUP_REPORT`` set to a directory, each process appends there one line per
 queue outcome to a file named after the outcome and its pid (``compiled-<pid>``,

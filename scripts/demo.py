@@ -65,7 +65,8 @@ def backend_of(length: int, device: str) -> str:
 def mean_psnr(frames: list, reference: list) -> float:
     from avdenoise_vs.sample import psnr
 
-    return float(np.mean([psnr(f[0], r[0], 255.0) for f, r in zip(frames, reference)]))
+    # strict: a clip cut short (a vspipe that died midway) must not score on fewer frames.
+    return float(np.mean([psnr(f[0], r[0], 255.0) for f, r in zip(frames, reference, strict=True)]))
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ Cost of one pass, per frame, with ``P`` pixels, ``C`` channels and
   3.8e9 lane-instructions, 113 us at the H200's 33.8e12 per second (132 SMs x 128 lanes x
   1.98 GHz), and 1.07e9 shared loads, 128 us at one warp-wide load per SM and clock.
 
-Measured on the H200 (CUDA events, scripts/gpu_check.py): 0.253 ms per frame for that case,
+Measured on the H200 (CUDA events, scripts/bench/gpu_check.py): 0.253 ms per frame for that case,
 about half of either ceiling; 1.18 ms for d=2 a=4 s=4 (K = 404, the same cost per offset);
 0.099 ms for d=0; 0.64 ms for 1080p 4:4:4 with the joint YUV distance (C = 3). Keeping the
 centre samples in registers (``centre_registers``) took 0.291 ms to 0.253 ms; 16-row tiles

@@ -31,8 +31,8 @@ MAX_SETTING = 1e6
 #: 1e-17 (NaN weights on the GPU); at 1e-6 both algorithms already return their input.
 MIN_STRENGTH = 1e-6
 _STRENGTH = Range(MIN_STRENGTH, MAX_SETTING)
-#: Denoise's strength by algorithm: of those measured by scripts/strength_table.py, each has the
-#: largest smallest gain over noise of deviation 5, 8 and 10 (README, 'Strength').
+#: Denoise's strength by algorithm: of those measured by scripts/bench/strength_table.py, each
+#: has the largest smallest gain over noise of deviation 5, 8 and 10 (README, 'Strength').
 DEFAULT_STRENGTH = {"nlm": 4.5, "bm3d": 7.0}
 _POSITIVE = Range(0.0, MAX_SETTING, open_low=True)
 

@@ -1,6 +1,6 @@
 """Synthetic clips as the bridge hands them over: host planes with padded strides.
 
-Shared by the CUDA tests and ``scripts/gpu_check.py``; needs NumPy only.
+Shared by the CUDA tests and ``scripts/bench/gpu_check.py``; needs NumPy only.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def test_defaults_visibly_denoise_typical_noise(core, algorithm):
     noise (a 96x96 crop of the seeded sample; measured +6.5 dB NLM, +7.5 dB BM3D), and
     changes every plane.
 
-    The defaults come from scripts/strength_table.py (README, 'Strength').
+    The defaults come from scripts/bench/strength_table.py (README, 'Strength').
     """
     clean, noisy = noisy_sample(core, length=3, sigma=8.0)
     clean, noisy = (core.std.Crop(c, right=480 - 96, bottom=320 - 96) for c in (clean, noisy))

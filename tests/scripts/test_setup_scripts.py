@@ -3,12 +3,14 @@ demo.sh hands its arguments to demo.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from avdenoise_vs._devload import plugin_installed
@@ -32,6 +34,17 @@ def test_demo_names_the_backend(tmp_path):
     assert "backend: cpu (device=cpu)\n" in done.stdout
     assert "fps (vspipe, cpu)" in done.stdout
     assert (tmp_path / "sample-denoised.y4m").stat().st_size > 0
+
+
+def test_demo_scores_only_clips_of_the_same_length():
+    spec = importlib.util.spec_from_file_location("demo", ROOT / "scripts" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    clean = [[np.full((4, 4), 100, np.uint8)] for _ in range(3)]
+    noisy = [[np.full((4, 4), 110, np.uint8)] for _ in range(3)]
+    assert demo.mean_psnr(noisy, clean) == pytest.approx(20 * np.log10(255 / 10))
+    with pytest.raises(ValueError):
+        demo.mean_psnr(noisy[:2], clean)
 
 
 @pytest.fixture

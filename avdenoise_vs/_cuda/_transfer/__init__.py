@@ -10,7 +10,7 @@ copying out without the GIL, so that a staged frame takes the GIL once instead o
 
 The driver serialises pageable copies across threads, so staging wins for large frames,
 while its extra host copies cost more than they save for small ones. Measured on an H200
-with 16 threads (``scripts/gpu_check.py``, backend alone), frames per second direct /
+with 16 threads (``scripts/bench/gpu_check.py``, backend alone), frames per second direct /
 staged: 1080p 8-bit luma 3224 / 2702, 1080p 4:2:0 8-bit all planes 1621 / 1779, 1080p 16-bit
 luma 1962 / 2576, 2160p 8-bit luma 759 / 1016. Under vspipe, 1080p 8-bit luma with a
 one-frame window (NLM d=0) ran faster staged in every A/B run (median 2735 fps in six runs
