@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ._device_choice import DeviceChoice
 from ._errors import BackendUnavailable
 from ._install import cupy_install
 from ._log import script_core, vs_warning
@@ -46,7 +47,7 @@ _fallback_told = False
 
 def select_backend(
     function: str,
-    device: str,
+    device: DeviceChoice | str,
     accelerators: Sequence[str],
     passes: tuple[PassSettings, ...],
     layout: FrameLayout,
@@ -54,6 +55,9 @@ def select_backend(
     defer: bool = False,
 ):
     """Build and warm up the backend for a call.
+
+    `device` is the call's choice (a validated ``device`` string is read as Denoise's
+    ``device`` argument); messages about it repeat the argument the script wrote.
 
     With `defer`, a GPU backend's
     warm-up (its CUDA context and kernels) runs on a thread of its own and a
@@ -70,6 +74,8 @@ def select_backend(
         A deferred choice raises it from its first frame instead when the only cause is a
         CUDA context that cannot be made.
     """
+    if isinstance(device, str):
+        device = DeviceChoice.parse("device", device)
     search = _Search(function, device, accelerators, passes, layout)
     backend = search.next_built()
     if defer and hasattr(backend, "kernel_specs"):
@@ -86,11 +92,10 @@ class _Search:
     def __init__(self, function, device, accelerators, passes, layout) -> None:
         self.function, self.device = function, device
         self.passes, self.layout = passes, layout
-        if device == "auto":
+        if device.is_auto:
             candidates = [(name, None) for name in accelerators]
         else:
-            name, _, index = device.partition(":")
-            candidates = [(name, int(index) if index else None)]
+            candidates = [(device.name, device.index)]
         self.accelerators = accelerators
         self._candidates = iter(candidates)
         self._name = ""
@@ -128,8 +133,8 @@ class _Search:
                     _tell_fallback(self.function, self.reasons)
                 logger.debug("avdenoise.%s: running on %s", self.function, name)
                 return _chosen(name, backend)
-            if self.device != "auto":
-                _warn(self.function, name, cause, f"device={self.device!r} stays on it; {_RETRY}")
+            if not self.device.is_auto:
+                _warn(self.function, name, cause, f"{self.device.said} stays on it; {_RETRY}")
                 return _chosen(name, backend)
             self._cold = self._cold or (name, cause, backend)
             backend = self.next_built()
@@ -145,7 +150,7 @@ class _Search:
     def _unavailable(self, name: str, error: BackendUnavailable) -> None:
         logger.debug("avdenoise: backend %s unavailable: %s", name, error)
         # Asked for by name, the error says why the driver failed too; 'auto' falls back.
-        detail = f"; {error.detail}" if error.detail and self.device != "auto" else ""
+        detail = f"; {error.detail}" if error.detail and not self.device.is_auto else ""
         self.reasons.append(f"{name}: {error}{detail}")
 
 
@@ -161,16 +166,16 @@ def _chosen(name: str, backend):
     return backend
 
 
-def _cannot_run(function: str, device: str, accelerators: Sequence[str], reasons) -> str:
+def _cannot_run(function: str, device: DeviceChoice, accelerators: Sequence[str], reasons) -> str:
     """The error message when no backend of the call can run here: why, and what can."""
     why = "; ".join(reasons)
-    if device == "auto":
+    if device.is_auto:
         return (
             f"avdenoise.{function}: device='auto' cannot run here with "
             f"accelerators={list(accelerators)!r} ({why}); 'cpu' runs anywhere"
         )
     return (
-        f"avdenoise.{function}: device={device!r} cannot run here ({why}); "
+        f"avdenoise.{function}: {device.said} cannot run here ({why}); "
         "device='auto' or 'cpu' runs anywhere"
     )
 

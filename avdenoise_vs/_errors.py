@@ -10,7 +10,14 @@ never one of these.
 
 from __future__ import annotations
 
-__all__ = ["BackendUnavailable", "CudaError"]
+__all__ = ["BackendUnavailable", "CudaError", "one_line"]
+
+
+def one_line(error: BaseException) -> str:
+    """`error` in one line, for logs and reports: its type and its message's first line (an
+    import error or an NVRTC log can run to pages)."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 class BackendUnavailable(RuntimeError):

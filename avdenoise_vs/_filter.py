@@ -10,11 +10,12 @@ from ._backends import select_backend
 from ._layout import check_same_layout, layout_from_info
 from ._log import vs_warning
 from ._options import FrameLayout
-from ._params import BM3D_PARAMS, DENOISE_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
+from ._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
 from ._paramspec import Param, parse_arguments
 from ._passes import plan_bm3d_passes, plan_passes, untouched_planes
 from ._pending import PendingBackend
 from ._settings import Algorithm, PassSettings
+from ._translate import Call, translate
 
 __all__ = [
     "BACKEND_PROPERTY",
@@ -90,62 +91,46 @@ def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
     warn_ignored("Denoise", DENOISE_PARAMS, values, args)
     if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         _check_bm3d_ref("Denoise", args)
-
-    written = args["channels"][0] if "channels" in args else None
-
-    def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
-        return plan_passes("Denoise", values, layout, written)
-
-    return _build_plan("Denoise", values, planner, ref_arg="ref")
+    call = translate("Denoise", DENOISE_PARAMS, values, args, values["algorithm"])
+    return _build_plan(call, _denoise_planner(call))
 
 
 def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
-    """``core.avdenoise.NLMeans``: KNLMeansCL's signature, translated to Denoise's settings."""
-    knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
-    warn_ignored("NLMeans", NLMEANS_PARAMS, knlm, args)
-    channels = KNLM_CHANNELS[knlm["channels"]]
-    device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
-    # Messages about the translated settings name them as the script wrote them.
-    written = args["channels"][0] if channels is not None else None
-    spelling = {value: name for name, value in KNLM_CHANNELS.items() if value is not None}
-    # Start from Denoise's own defaults, so that every setting a pass reads is present.
-    values = {param.name: param.default_for(Algorithm.NLM.value) for param in DENOISE_PARAMS}
-    values.update(
-        clip=knlm["clip"],
-        ref=knlm["rclip"],
-        radius=knlm["d"],
-        search_radius=knlm["a"],
-        patch_radius=knlm["s"],
-        strength=knlm["h"],
-        channels=channels or "luma",
-        wmode=knlm["wmode"],
-        wref=knlm["wref"],
-        device=device,
-    )
-
-    def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
-        return plan_passes("NLMeans", values, layout, written, spelling)
-
-    return _build_plan("NLMeans", values, planner, ref_arg="rclip", device_id=knlm["device_id"])
+    """``core.avdenoise.NLMeans``: KNLMeansCL's signature, translated to Denoise's settings
+    by its table (``_params/dropin.py``)."""
+    values = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
+    warn_ignored("NLMeans", NLMEANS_PARAMS, values, args)
+    call = translate("NLMeans", NLMEANS_PARAMS, values, args, Algorithm.NLM.value)
+    return _build_plan(call, _denoise_planner(call))
 
 
 def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
-    """``core.avdenoise.BM3D``: BM3DCUDA's signature and meaning (see ``plan_bm3d_passes``)."""
+    """``core.avdenoise.BM3D``: BM3DCUDA's signature and meaning (see ``plan_bm3d_passes``,
+    which reads its per-plane arguments as they are)."""
     values = parse_arguments("BM3D", BM3D_PARAMS, args, algorithm=Algorithm.BM3D.value)
     warn_ignored("BM3D", BM3D_PARAMS, values, args)
     _check_bm3d_ref("BM3D", args)
-    if values["device_id"] is not None:
-        if "device" in args:
-            raise ValueError(
-                f"avdenoise.BM3D: device_id and device cannot both be given, got device_id="
-                f"{values['device_id']} and device={values['device']!r}"
-            )
-        values["device"] = f"cuda:{values['device_id']}"
+    call = translate("BM3D", BM3D_PARAMS, values, args, Algorithm.BM3D.value)
 
     def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
         return plan_bm3d_passes("BM3D", values, layout)
 
-    return _build_plan("BM3D", values, planner, ref_arg="ref", device_id=values["device_id"])
+    return _build_plan(call, planner)
+
+
+def _denoise_planner(call: Call) -> Planner:
+    """The passes of Denoise's settings; messages about ``channels`` repeat the script's."""
+
+    def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
+        return plan_passes(
+            call.function,
+            call.values,
+            layout,
+            call.as_written("channels"),
+            call.spelling("channels"),
+        )
+
+    return planner
 
 
 def warn_ignored(
@@ -184,39 +169,27 @@ def _check_bm3d_ref(function: str, args: Mapping[str, list[Any]]) -> None:
             )
 
 
-def _build_plan(
-    function: str,
-    values: Mapping[str, Any],
-    planner: Planner,
-    ref_arg: str,
-    device_id: int | None = None,
-) -> FilterPlan:
+def _build_plan(call: Call, planner: Planner) -> FilterPlan:
     """Check the clips, split the work into passes and pick the backend.
 
-    `ref_arg` is the guide clip's argument name in this function, which the bridge reads;
-    `device_id`, where the script chose the device by number (``device`` is then
-    ``'cuda:<device_id>'``), is what messages about the device name.
+    The guide clip's argument (``ref``, NLMeans' ``rclip``) is named as the call names it, in
+    messages and for the bridge, which reads it by that name.
     """
-    layout = layout_from_info(function, "clip", values["clip"])
+    function, values = call.function, call.values
+    layout = layout_from_info(function, call.name("clip"), values["clip"])
     if values["ref"] is not None:
-        check_same_layout(function, ref_arg, values["clip"], values["ref"], layout)
+        check_same_layout(function, call.name("ref"), values["clip"], values["ref"], layout)
     passes = planner(layout)
     if not passes:
         # Nothing to denoise (BM3D with every sigma 0): every plane is passed through, and
         # the CPU backend, which needs nothing, does nothing.
         backend = select_backend(function, "cpu", ["cpu"], passes, layout)
-        return FilterPlan(("clip",), 0, tuple(range(layout.num_planes)), backend)
-    try:
-        backend = select_backend(
-            function, values["device"], values["accelerators"], passes, layout,
-            defer=True,
-        )  # fmt: skip
-    except ValueError as error:
-        if device_id is None:
-            raise
-        # select_backend names the `device` setting, which this script did not write.
-        said = str(error).replace(f"device={values['device']!r}", f"device_id={device_id}", 1)
-        raise ValueError(said) from error
-    inputs = ("clip", ref_arg) if values["ref"] is not None else ("clip",)
+        return FilterPlan((call.name("clip"),), 0, tuple(range(layout.num_planes)), backend)
+    backend = select_backend(
+        function, values["device"], values["accelerators"], passes, layout, defer=True
+    )
+    inputs = (call.name("clip"),)
+    if values["ref"] is not None:
+        inputs += (call.name("ref"),)
     radius = max(options.window_radius for options in passes)
     return FilterPlan(inputs, radius, untouched_planes(layout, passes), backend)

@@ -28,11 +28,12 @@ def thread_debug(logger: logging.Logger, message: str, *args) -> None:
 
     Under vspipe (R79) a log record from a VapourSynth worker thread can raise inside
     VapourSynth's logging bridge (``'PythonVSScriptLoggingBridge' object has no attribute
-    'parent'``), which would turn a debug message into a failed frame.
+    'parent'``), which would turn a debug message into a failed frame. The record is lost
+    then: the logging that would say so is what failed.
     """
     try:
         logger.debug(message, *args)
-    except Exception:
+    except AttributeError:  # the bridge's own bug, on a thread without a VapourSynth core
         pass
 
 
@@ -46,23 +47,30 @@ def vs_warning(logger: logging.Logger, message: str) -> None:
     message : str
         The whole message, ``avdenoise...: `` prefix included.
     """
-    # Only a process that already runs VapourSynth gets the VS log: importing it here would
-    # start a core in processes that use the package without VapourSynth.
     vapoursynth = sys.modules.get("vapoursynth")
+    core = getattr(_bound, "core", None) or script_core()
+    if core is None or vapoursynth is None:
+        logger.warning(message)
+        return
     try:
-        core = getattr(_bound, "core", None) or vapoursynth.core  # type: ignore[union-attr]
-        core.log_message(vapoursynth.MESSAGE_TYPE_WARNING, message)  # type: ignore[union-attr]
-    except Exception:  # absent, or no core in this thread
+        core.log_message(vapoursynth.MESSAGE_TYPE_WARNING, message)
+    except vapoursynth.Error:  # the core refuses it: the message must still be seen
         logger.warning(message)
 
 
 def script_core():
     """The VapourSynth core of the calling thread's script (a ``vapoursynth.Core``), or None
     where VapourSynth is not loaded or this thread has no core."""
+    # Only a process that already runs VapourSynth has a core: importing it here would start
+    # one in processes that use the package without VapourSynth.
     vapoursynth = sys.modules.get("vapoursynth")
+    if vapoursynth is None:
+        return None
     try:
-        return vapoursynth.core.core  # type: ignore[union-attr]
-    except Exception:
+        return vapoursynth.core.core
+    # vapoursynth.Error: no environment on this thread (under vspipe, a thread that its script
+    # did not start); AttributeError: a module still being imported, without `core` yet.
+    except (AttributeError, getattr(vapoursynth, "Error", AttributeError)):
         return None
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "LIST_KINDS",
     "Choice",
+    "MapsTo",
     "Param",
     "Pattern",
     "Range",
@@ -116,6 +117,53 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class MapsTo:
+    """The Denoise parameter that a drop-in's parameter sets, and how: its translation (see
+    ``_translate.py``, which applies it). With neither `values` nor `convert` it is a rename:
+    the value is Denoise's as it is.
+
+    Parameters
+    ----------
+    target : str
+        The Denoise parameter's name.
+    values : mapping, optional
+        A value map: the drop-in's value (in its table's spelling) to Denoise's. A value mapped
+        to None leaves the choice to the clip, as a Denoise setting that is not given does:
+        the setting then holds `unset`, and messages treat it as not written.
+    unset : Any
+        Denoise's value for a drop-in value mapped to None.
+    convert : callable, optional
+        A conversion: ``convert(name, value)`` is Denoise's value for the drop-in's argument
+        `name` of value `value` (the name, for the messages that repeat it).
+    words : str, optional
+        How the docs name the Denoise setting (``device='cuda:N'``); the target by default.
+    """
+
+    target: str
+    values: Mapping[Any, Any] | None = None
+    unset: Any = None
+    convert: Callable[[str, Any], Any] | None = None
+    words: str | None = None
+
+    def apply(self, name: str, value: Any) -> Any:
+        """Denoise's value for the drop-in's argument `name` holding `value`."""
+        if self.convert is not None:
+            return self.convert(name, value)
+        if self.values is None:
+            return value
+        mapped = self.values[value]
+        return self.unset if mapped is None else mapped
+
+    def leaves_to_clip(self, value: Any) -> bool:
+        """Whether `value` leaves the Denoise setting to the clip (a value mapped to None)."""
+        return self.values is not None and self.values[value] is None
+
+    def alias(self) -> str:
+        """The docs' name of the setting that this parameter is (``Denoise radius``)."""
+        return f"Denoise {self.words or self.target}"
+
+
+@dataclass(frozen=True)
 class Param:
     """One argument of a VapourSynth function.
 
@@ -148,6 +196,9 @@ class Param:
     temporal : bool
         Read only when ``radius > 0`` (V-BM3D's predictive search): a script that gives it
         with ``radius=0`` gets a warning in VapourSynth's log.
+    maps_to : MapsTo, optional
+        A drop-in's parameter: the Denoise parameter it sets, and how. Every parameter of a
+        drop-in has one, except the `ignored` ones.
     """
 
     name: str
@@ -161,6 +212,7 @@ class Param:
     max_items: int | None = None
     ignored: bool = False
     temporal: bool = False
+    maps_to: MapsTo | None = None
 
     def default_for(self, algorithm: str) -> Any:
         """The default that applies when `algorithm` runs."""

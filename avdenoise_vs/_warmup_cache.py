@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from avdenoise_vs import _version
 from avdenoise_vs._environment import default, seconds
+from avdenoise_vs._errors import one_line
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Iterable
@@ -74,12 +75,16 @@ def environment_fingerprint(device: int | None = None) -> str:
 
     Notes
     -----
-    Cached per device for the life of the process. CuPy is only imported on the first call,
-    never at module import.
+    Cached per device for the life of the process, so that each part that cannot be found
+    is logged (at debug level) once. CuPy is only imported on the first call, never at module
+    import. Never raises: the key is made on a filter's way to its first frame, and the
+    warm-up queue must not fail a render.
     """
     try:
         import cupy  # optional: CPU-only installs have no CuPy
-    except Exception:  # a broken CUDA install fails at import with anything
+    # Anything: a broken CUDA install fails at import with ImportError, OSError, RuntimeError...
+    except Exception as error:
+        logger.debug("warm-up key without CuPy: it cannot be imported (%s)", one_line(error))
         return "no-cupy"
     return f"cupy={cupy.__version__};{_nvrtc_part(cupy)};{_arch_part(cupy, device)}"
 
@@ -88,7 +93,8 @@ def _nvrtc_part(cupy: object) -> str:
     """Return ``nvrtc=<major>.<minor>``, or ``nvrtc=none`` when NVRTC cannot be loaded."""
     try:
         major, minor = cupy.cuda.nvrtc.getVersion()  # type: ignore[attr-defined]
-    except Exception:  # missing library, no driver, old CuPy layout
+    except Exception as error:  # missing library, no driver, old CuPy layout, a CuPy bug
+        logger.debug("warm-up key without NVRTC's version (%s)", one_line(error))
         return "nvrtc=none"
     return f"nvrtc={major}.{minor}"
 
@@ -97,7 +103,8 @@ def _arch_part(cupy: object, device: int | None) -> str:
     """Return ``sm=<compute capability>``, or ``sm=none`` when there is no usable GPU."""
     try:
         capability = device_capability(cupy, device)
-    except Exception:  # no GPU, no driver, CUDA_VISIBLE_DEVICES=""
+    except Exception as error:  # no GPU, no driver, CUDA_VISIBLE_DEVICES="", a CuPy bug
+        logger.debug("warm-up key without a compute capability (%s)", one_line(error))
         return "sm=none"
     return f"sm={capability}"
 

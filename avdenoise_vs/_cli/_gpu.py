@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.metadata
+import logging
 import os
 import re
 import shutil
@@ -18,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Final
+
+from avdenoise_vs._errors import one_line as _error
 
 __all__ = [
     "cuda_version",
@@ -28,16 +31,12 @@ __all__ = [
     "probe_nvidia_smi",
 ]
 
+logger = logging.getLogger(__name__)
+
 #: Longest a subprocess probe may take, seconds: a hung driver must not hang ``doctor``.
 PROBE_TIMEOUT_S: Final[float] = 20.0
 #: CUDA_MPS_PIPE_DIRECTORY's default (NVIDIA's MPS documentation).
 MPS_PIPE_DEFAULT: Final[str] = "/tmp/nvidia-mps"
-
-
-def _error(exc: BaseException) -> str:
-    """One line naming an exception."""
-    text = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def cuda_version(value: int) -> str:
@@ -73,7 +72,7 @@ def probe_driver() -> dict[str, Any]:
     except OSError as exc:
         info["error"] = str(exc) or f"{name} cannot be loaded"
         return info
-    except Exception as exc:  # a stub library without the symbol
+    except AttributeError as exc:  # a stub library without the symbol
         info["error"] = _error(exc)
         return info
     info["library"] = True
@@ -87,13 +86,16 @@ def probe_driver() -> dict[str, Any]:
 def cupy_packages() -> list[str]:
     """The installed distributions that provide CuPy, as ``name version``."""
     found = []
-    try:
-        for dist in importlib.metadata.distributions():
-            name = (dist.metadata["Name"] or "").lower()
+    for dist in importlib.metadata.distributions():
+        try:
+            name = (dist.metadata.get("Name") or "").lower()
             if name == "cupy" or name.startswith(("cupy-cuda", "cupy-rocm", "amd-cupy")):
                 found.append(f"{name} {dist.version}")
-    except Exception:  # broken metadata must not stop the doctor
-        pass
+        # One broken distribution must not hide the others: an unreadable file, undecodable
+        # text (UnicodeDecodeError), no Version field (KeyError where Python's metadata no
+        # longer answers None).
+        except (OSError, ValueError, KeyError) as exc:
+            logger.debug("doctor: a distribution's metadata cannot be read: %s", _error(exc))
     return sorted(set(found))
 
 
@@ -131,24 +133,28 @@ def probe_cupy() -> dict[str, Any]:
         if exc.name != "cupy":  # installed, but something it needs is missing
             info.update(installed=True, import_error=_error(exc))
         return info
-    except Exception as exc:  # a broken CUDA install fails with anything
+    # Anything: a broken CUDA install fails at import with OSError, RuntimeError... The
+    # report names it (import_error).
+    except Exception as exc:
         info.update(installed=True, import_error=_error(exc))
         return info
     info.update(installed=True, version=str(getattr(cupy, "__version__", "unknown")))
     try:
         importlib.import_module("cupy.cuda.compiler")
-    except Exception:  # then the cache directory comes from the environment
-        pass
+    except ImportError as exc:  # then the cache directory comes from the environment
+        logger.debug("doctor: cupy.cuda.compiler cannot be imported: %s", _error(exc))
     try:
         major, minor = cupy.cuda.nvrtc.getVersion()
         info["nvrtc"] = f"{major}.{minor}"
-    except Exception as exc:  # libnvrtc missing
+    # "CuPy failed to load libnvrtc" and NVRTCError are RuntimeErrors; OSError from ctypes.
+    except (RuntimeError, OSError) as exc:
         info["nvrtc_error"] = _error(exc)
     runtime = cupy.cuda.runtime
     for field, call in (("runtime", "runtimeGetVersion"), ("driver_cuda", "driverGetVersion")):
         try:
             version = int(getattr(runtime, call)())
-        except Exception:  # an old CuPy without the call
+        except (AttributeError, RuntimeError) as exc:  # an old CuPy without it, no runtime
+            logger.debug("doctor: CuPy's %s failed: %s", call, _error(exc))
             continue
         # cudaDriverGetVersion answers 0 when no driver is installed: no version, not "0.0".
         info[field] = cuda_version(version) if version > 0 else None
@@ -156,7 +162,7 @@ def probe_cupy() -> dict[str, Any]:
         count = int(runtime.getDeviceCount())
         for index in range(count):
             info["gpus"].append(_gpu(runtime, index))
-    except Exception as exc:  # no driver, no device, driver too old
+    except RuntimeError as exc:  # CUDARuntimeError: no driver, no device, driver too old
         info["gpu_error"] = _error(exc)
     return info
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import os
 import re
 import shutil
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from avdenoise_vs._cli._gpu import PROBE_TIMEOUT_S
+from avdenoise_vs._errors import one_line as _error
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "FILELOCK_FLOOR",
@@ -53,12 +57,6 @@ print(json.dumps(out))
 """
 
 
-def _error(exc: BaseException) -> str:
-    """One line naming an exception."""
-    text = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def probe_vapoursynth() -> dict[str, Any]:
     """VapourSynth's version, and whether a fresh core registers ``avdenoise`` (and from where).
 
@@ -75,7 +73,9 @@ def probe_vapoursynth() -> dict[str, Any]:
     info.update(plugin_path=None, plugin_version=None, api=None, error=None)
     try:
         info["editable"] = _devload._DEV_LIBRARY.is_file() and not _devload.plugin_installed()
-    except Exception:
+    # An unreadable folder; a VapourSynth without get_plugin_dir. Unknown, then.
+    except (OSError, AttributeError) as exc:
+        logger.debug("doctor: cannot tell an editable install: %s", _error(exc))
         info["editable"] = None
     try:
         done = subprocess.run(
@@ -153,7 +153,9 @@ def _config_file(info: dict[str, Any]) -> dict[str, Any]:
         path = Path(home) / "vapoursynth" / "vapoursynth.toml"
         library = str(vapoursynth.get_vsscript()).replace("/lib64/", "/lib/")
         contents = tomllib.loads(path.read_text()) if path.is_file() else {}
-    except Exception as exc:  # no VapourSynth, an unreadable file
+    # No VapourSynth (or one without get_vsscript), an unreadable or undecodable file, bad
+    # TOML (TOMLDecodeError is a ValueError), no home directory (RuntimeError).
+    except (ImportError, AttributeError, OSError, RuntimeError, ValueError) as exc:
         info["message"] = _error(exc)
         return info
     info.update(how="config-file", configured=library in contents, message=str(path))
@@ -215,7 +217,7 @@ def probe_cache_dir() -> dict[str, Any]:
     try:
         info["origin"] = _warmup_cache.cache_dir_origin()
         directory = _warmup_cache.cache_dir()
-    except Exception as exc:
+    except (OSError, RuntimeError) as exc:  # CuPy's own getter (up to CuPy 13) failing
         info["error"] = _error(exc)
         return info
     if directory is None:

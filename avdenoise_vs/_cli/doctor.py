@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
@@ -22,10 +23,13 @@ from avdenoise_vs._cli import _gpu, _python
 from avdenoise_vs._cli._cachedir import human_bytes, scan
 from avdenoise_vs._cli._locks import held_locks, lock_lines, lock_problems
 from avdenoise_vs._cli._manual import option_help
+from avdenoise_vs._errors import one_line
 from avdenoise_vs._install import CUPY, VAPOURSYNTH, cupy_install, pip_install
 from avdenoise_vs._warmup_cache import EMPTY_FIX, EMPTY_ORIGIN, EMPTY_WHY, configured_wait_s
 
 __all__ = ["add_parser", "collect", "find_problems", "render", "run"]
+
+logger = logging.getLogger(__name__)
 
 _EPILOG = """\
 examples:
@@ -59,7 +63,7 @@ def _guarded(probe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a probe; a probe that raises anyway reports that instead of ending the doctor."""
     try:
         return probe()
-    except Exception as exc:
+    except Exception as exc:  # anything: the report names it, and the other probes still run
         return {"probe_error": f"{type(exc).__name__}: {exc}"}
 
 
@@ -371,7 +375,10 @@ def run(args: argparse.Namespace) -> int:
     report = collect()
     try:
         text = json.dumps(report, indent=2, default=str) if args.json else render(report)
-    except Exception:  # a probe's odd answer must not hide the others
+    except Exception as exc:  # a probe's odd answer (anything) must not hide the others
+        logger.warning(
+            "doctor: the report cannot be shown as text (%s); here it is as JSON", one_line(exc)
+        )
         text = json.dumps(report, indent=2, default=str)
     print(text)
     return 0 if report["ok"] else 1

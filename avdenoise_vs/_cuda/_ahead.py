@@ -64,7 +64,8 @@ class CompileAhead:
             arch = cupy_arch(cupy, device_id)
             compile_with_cache = cupy._core.core.compile_with_cache
             modules = [module for spec in specs for module in module_sources(spec)]
-        except Exception as error:  # another CuPy's internals, no device attributes
+        # Anything (another CuPy's internals, no device attributes): it only costs the head start.
+        except Exception as error:
             logger.debug("avdenoise: no compile ahead of the context: %s", error)
             return
         pool = ThreadPoolExecutor(len(modules), thread_name_prefix="avdenoise-ahead")
@@ -83,7 +84,7 @@ def _compile_into_cache(compile_with_cache, module, arch: str) -> bool:
     (CuPy writes it before loading it, so a load that fails for want of a context counts)."""
     try:
         compile_with_cache(module.source, module.options, arch=arch, prepend_cupy_headers=False)
-    except Exception as error:
+    except Exception as error:  # anything: the warm-up's own compile is what counts
         # A driver error comes from the load, after the file was written. A compile error is
         # raised again, with its log, by the kernel's own compile.
         compiled = type(error).__name__ == "CUDADriverError"

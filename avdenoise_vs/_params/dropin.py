@@ -1,25 +1,39 @@
 """The parameter tables of the drop-ins: ``NLMeans`` (KNLMeansCL's signature) and ``BM3D``
-(BM3DCUDA's), each parameter derived from Denoise's where the meaning is the same."""
+(BM3DCUDA's), each parameter derived from Denoise's where the meaning is the same.
+
+Every parameter but the ignored ones says which Denoise parameter it sets and how
+(``maps_to``, a :class:`~.._paramspec.MapsTo`): ``_translate.py`` applies that translation,
+and the docs' aliases are its words.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from .._paramspec import Choice, Param, Range
+from .._device_choice import DeviceChoice
+from .._paramspec import Choice, MapsTo, Param, Range
 from .denoise import _BM3D_REF_DOC, _NLM_REF_DOC, DEFAULT_STRENGTH, DENOISE_PARAMS, MAX_SETTING
 
 __all__ = ["BM3D_PARAMS", "KNLM_CHANNELS", "NLMEANS_PARAMS"]
 
 
+def _maps(param: Param, maps_to: MapsTo) -> Param:
+    """`param` as the drop-in's parameter that sets Denoise's `maps_to.target`."""
+    return replace(param, maps_to=maps_to, alias=maps_to.alias())
+
+
 def _as(name: str, new_name: str, **changes) -> Param:
-    """A Denoise parameter under KNLMeansCL's name (same range and meaning)."""
+    """A Denoise parameter under the drop-in's name (same range and meaning): a rename."""
     param = next(p for p in DENOISE_PARAMS if p.name == name)
-    return replace(param, name=new_name, alias=f"Denoise {name}", algorithms=None, **changes)
+    return _maps(replace(param, name=new_name, algorithms=None, **changes), MapsTo(name))
 
 
-#: KNLMeansCL's ``channels`` values and the Denoise ``channels`` each maps to ("auto" is
-#: luma on GRAY and YUV clips, RGB on RGB clips, as in KNLMeansCL).
+#: KNLMeansCL's ``channels`` values and the Denoise ``channels`` each maps to ("auto" leaves
+#: it to the clip: luma on GRAY and YUV clips, RGB on RGB clips, as in KNLMeansCL).
 KNLM_CHANNELS = {"AUTO": None, "Y": "luma", "UV": "chroma", "YUV": "yuv", "RGB": "rgb"}
+
+#: ``device_id=N`` is Denoise's device='cuda:N', the number kept as it is.
+_DEVICE_ID = MapsTo("device", convert=DeviceChoice.numbered, words="device='cuda:N'")
 
 NLMEANS_PARAMS: tuple[Param, ...] = (
     _as("clip", "clip"),
@@ -35,15 +49,17 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         f"of deviation 6 codes and more unchanged, where Denoise's default "
         f"{DEFAULT_STRENGTH['nlm']} removes it (README, 'Strength').",
     ),
-    Param(
-        "channels",
-        "str",
-        "KNLMeansCL's plane selection: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
-        "clips), 'Y', 'UV' (chroma jointly), 'YUV' (joint, 4:4:4 only) or 'RGB'. Planes not "
-        "selected are passed through.",
-        default="auto",
-        allowed=Choice(tuple(KNLM_CHANNELS)),
-        alias="Denoise channels",
+    _maps(
+        Param(
+            "channels",
+            "str",
+            "KNLMeansCL's plane selection: 'auto' (Y on GRAY and YUV clips, RGB on RGB "
+            "clips), 'Y', 'UV' (chroma jointly), 'YUV' (joint, 4:4:4 only) or 'RGB'. Planes not "
+            "selected are passed through.",
+            default="auto",
+            allowed=Choice(tuple(KNLM_CHANNELS)),
+        ),
+        MapsTo("channels", values=KNLM_CHANNELS, unset="luma"),
     ),
     _as("wmode", "wmode"),
     _as("wref", "wref"),
@@ -52,13 +68,15 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         "rclip",
         doc=f"Optional guide clip of the same format, size and length: {_NLM_REF_DOC}",
     ),
-    Param(
-        "device_id",
-        "int",
-        "CUDA device to run on; without it a CUDA device is picked as for device='auto', or "
-        "the CPU when there is none.",
-        allowed=Range(0, 63),
-        alias="Denoise device='cuda:N'",
+    _maps(
+        Param(
+            "device_id",
+            "int",
+            "CUDA device to run on; without it a CUDA device is picked as for device='auto', "
+            "or the CPU when there is none.",
+            allowed=Range(0, 63),
+        ),
+        _DEVICE_ID,
     ),
     Param(
         "num_streams",
@@ -82,11 +100,10 @@ _ONLY_FIRST = "With `chroma`, only the first value counts."
 
 BM3D_PARAMS: tuple[Param, ...] = (
     _as("clip", "clip"),
-    Param(
+    _as(
         "ref",
-        "clip",
-        f"Optional clip of the same format, size and length as `clip`: {_BM3D_REF_DOC}",
-        alias="Denoise ref",
+        "ref",
+        doc=f"Optional clip of the same format, size and length as `clip`: {_BM3D_REF_DOC}",
     ),
     _per_plane(
         "strength",
@@ -125,14 +142,18 @@ BM3D_PARAMS: tuple[Param, ...] = (
     ),
     _per_plane("ps_num", "ps_num", 2, _as("ps_num", "ps_num").doc + " " + _ONLY_FIRST),
     _per_plane("ps_range", "ps_range", 4, _as("ps_range", "ps_range").doc + " " + _ONLY_FIRST),
-    Param(
-        "chroma",
-        "bool",
-        "CBM3D: the three planes of a YUV 4:4:4 clip are filtered jointly, blocks matched on "
-        "luma, each plane with its own sigma. False filters every plane on its own (RGB too: "
-        "Denoise(algorithm='bm3d') filters RGB jointly in an opponent colour space).",
-        default=False,
-        alias="Denoise channels='yuv'",
+    _maps(
+        Param(
+            "chroma",
+            "bool",
+            "CBM3D: the three planes of a YUV 4:4:4 clip are filtered jointly, blocks matched "
+            "on luma, each plane with its own sigma. False filters every plane on its own (RGB "
+            "too: Denoise(algorithm='bm3d') filters RGB jointly in an opponent colour space).",
+            default=False,
+        ),
+        # False: Denoise's 'lumachroma' on GRAY and YUV clips (BM3D filters each chroma plane
+        # on its own there too); on RGB clips plan_bm3d_passes keeps BM3DCUDA's meaning.
+        MapsTo("channels", values={True: "yuv", False: "lumachroma"}, words="channels='yuv'"),
     ),
     replace(
         next(p for p in NLMEANS_PARAMS if p.name == "device_id"),
@@ -161,6 +182,7 @@ BM3D_PARAMS: tuple[Param, ...] = (
     ),
     _as("lambda_ht", "lambda_ht", doc=_as("lambda_ht", "x").doc + " Not used with `ref`."),
     _as("mismatch_scale", "mismatch_scale"),
-    _as("device", "device"),
+    # Read once into a device and a number, as Denoise's own (``_translate.py``).
+    _maps(_as("device", "device"), MapsTo("device", convert=DeviceChoice.parse)),
     _as("accelerators", "accelerators"),
 )
