@@ -104,7 +104,7 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
     knlm = parse_arguments("NLMeans", NLMEANS_PARAMS, args)
     warn_ignored("NLMeans", NLMEANS_PARAMS, knlm, args)
     channels = KNLM_CHANNELS[knlm["channels"]]
-    device = "auto" if knlm["device_id"] is None else f"cuda:{knlm['device_id']}"
+    device = _device("NLMeans", knlm, args)
     # Messages about the translated settings name them as the script wrote them.
     written = args["channels"][0] if channels is not None else None
     spelling = {value: name for name, value in KNLM_CHANNELS.items() if value is not None}
@@ -121,6 +121,7 @@ def create_nlmeans(args: Mapping[str, list[Any]]) -> FilterPlan:
         wmode=knlm["wmode"],
         wref=knlm["wref"],
         device=device,
+        accelerators=knlm["accelerators"],
     )
 
     def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
@@ -134,18 +135,25 @@ def create_bm3d(args: Mapping[str, list[Any]]) -> FilterPlan:
     values = parse_arguments("BM3D", BM3D_PARAMS, args, algorithm=Algorithm.BM3D.value)
     warn_ignored("BM3D", BM3D_PARAMS, values, args)
     _check_bm3d_ref("BM3D", args)
-    if values["device_id"] is not None:
-        if "device" in args:
-            raise ValueError(
-                f"avdenoise.BM3D: device_id and device cannot both be given, got device_id="
-                f"{values['device_id']} and device={values['device']!r}"
-            )
-        values["device"] = f"cuda:{values['device_id']}"
+    values["device"] = _device("BM3D", values, args)
 
     def planner(layout: FrameLayout) -> tuple[PassSettings, ...]:
         return plan_bm3d_passes("BM3D", values, layout)
 
     return _build_plan("BM3D", values, planner, ref_arg="ref", device_id=values["device_id"])
+
+
+def _device(function: str, values: Mapping[str, Any], args: Mapping) -> str:
+    """A drop-in's ``device``: 'cuda:<device_id>' where the script gave device_id (the
+    rivals' way to choose a GPU), else its ``device`` argument."""
+    if values["device_id"] is None:
+        return values["device"]
+    if "device" in args:
+        raise ValueError(
+            f"avdenoise.{function}: device_id and device cannot both be given, got device_id="
+            f"{values['device_id']} and device={values['device']!r}"
+        )
+    return f"cuda:{values['device_id']}"
 
 
 def warn_ignored(

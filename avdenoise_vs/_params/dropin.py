@@ -55,8 +55,7 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
     Param(
         "device_id",
         "int",
-        "CUDA device to run on; without it a CUDA device is picked as for device='auto', or "
-        "the CPU when there is none.",
+        "CUDA device to run on, as device='cuda:N'; without it `device` decides.",
         allowed=Range(0, 63),
         alias="Denoise device='cuda:N'",
     ),
@@ -68,6 +67,8 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         allowed=Range(1, 64),
         ignored=True,
     ),
+    _as("device", "device"),
+    _as("accelerators", "accelerators"),
 )
 
 
@@ -134,10 +135,7 @@ BM3D_PARAMS: tuple[Param, ...] = (
         default=False,
         alias="Denoise channels='yuv'",
     ),
-    replace(
-        next(p for p in NLMEANS_PARAMS if p.name == "device_id"),
-        doc="CUDA device to run on, as device='cuda:N'; without it `device` decides.",
-    ),
+    next(p for p in NLMEANS_PARAMS if p.name == "device_id"),
     Param(
         "fast",
         "bool",
