@@ -247,7 +247,8 @@ def _type_ok(param: Param, value: Any) -> bool:
     return isinstance(value, number) and not isinstance(value, bool)
 
 
-def _check_type(function: str, param: Param, value: Any) -> None:
+def check_type(function: str, param: Param, value: Any) -> None:
+    """Raise TypeError naming `param` where `value` is not of its type."""
     items = value
     if param.kind not in LIST_KINDS or isinstance(value, str):
         items = [value]
@@ -273,7 +274,7 @@ def _make(function: ApiFunction) -> Callable[..., Any]:
         # Only what the caller gave goes on: defaults stay the plugin's, and None means unset.
         given = {name: value for name, value in given.items() if value is not None}
         for name, value in given.items():
-            _check_type(function.vs_name, by_name[name], value)
+            check_type(function.vs_name, by_name[name], value)
         import vapoursynth
 
         return getattr(vapoursynth.core.avdenoise, function.vs_name)(**given)

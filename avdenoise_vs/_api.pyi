@@ -209,6 +209,8 @@ def nlmeans(
     rclip: vapoursynth.VideoNode | None = None,
     device_id: int | None = None,
     num_streams: int | None = None,
+    device: str = "auto",
+    accelerators: str | Sequence[str] = ("cuda", "cpu"),
 ) -> vapoursynth.VideoNode:
     """Non-local means with KNLMeansCL's signature and defaults: ``core.avdenoise.NLMeans``.
 
@@ -260,13 +262,20 @@ def nlmeans(
         sample values from `clip`. Use a pre-filtered clip for stronger, cleaner matching.
         Alias: Denoise ref.
     device_id : int, optional
-        CUDA device to run on; without it a CUDA device is picked as for device='auto', or
-        the CPU when there is none. Allowed: an integer from 0 to 63. Alias: Denoise
-        device='cuda:N'.
+        CUDA device to run on, as device='cuda:N'; without it `device` decides. Allowed: an
+        integer from 0 to 63. Alias: Denoise device='cuda:N'.
     num_streams : int, optional
         Accepted for compatibility with vszipcu and nlm_cuda; the CUDA backend already uses
         one stream per VapourSynth thread, so it changes nothing. Allowed: an integer from 1
         to 64.
+    device : str, default 'auto'
+        Where to run: 'auto' (the first available of `accelerators`), 'cpu' (NumPy), 'cuda'
+        (with several GPUs, the one the fewest other avdenoise processes use) or 'cuda:N'
+        (device N). Allowed: 'auto', 'cpu', 'cuda' or 'cuda:N', in any case. Alias: Denoise
+        device.
+    accelerators : {'cuda', 'cpu'} or sequence of {'cuda', 'cpu'}, default ['cuda', 'cpu']
+        Backends that device='auto' tries, in order. Allowed: a non-empty list, each item
+        one of 'cuda', 'cpu', in any case. Alias: Denoise accelerators.
 
     Returns
     -------

@@ -133,7 +133,7 @@ VARIABLES: tuple[Variable, ...] = (
         "unset",
         "Switches for comparison benchmarks, never needed to render: comma-separated "
         "`key=value` items, the keys in docs/ARCHITECTURE.md "
-        "(`transfer=direct,host_copies=python`). A bad key or value is an error when a CUDA "
+        "(`transfer=direct,bm3d_workspaces=2`). A bad key or value is an error when a CUDA "
         "filter is created; runs on the CPU (`device='auto'` without a usable GPU included) "
         "never read it.",
     ),

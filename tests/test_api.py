@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import vapoursynth as vs
 
@@ -16,7 +15,7 @@ import avdenoise_vs
 from avdenoise_vs._api import API_FUNCTIONS
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
 
-from .vsclips import clip_from_planes, frame_planes, random_planes
+from .vsclips import assert_same_frames, clip_from_planes, random_planes
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = {"denoise": DENOISE_PARAMS, "nlmeans": NLMEANS_PARAMS, "bm3d": BM3D_PARAMS}
@@ -25,12 +24,6 @@ TABLES = {"denoise": DENOISE_PARAMS, "nlmeans": NLMEANS_PARAMS, "bm3d": BM3D_PAR
 def make_clip(core, format_id=vs.YUV420P8, length=3):
     fmt = core.get_video_format(format_id)
     return clip_from_planes(core, fmt, [random_planes(fmt, 24, 16, n) for n in range(length)])
-
-
-def assert_same_frames(a, b):
-    for n in range(a.num_frames):
-        for x, y in zip(frame_planes(a.get_frame(n)), frame_planes(b.get_frame(n)), strict=True):
-            np.testing.assert_array_equal(x, y)
 
 
 def test_exported_from_the_package():

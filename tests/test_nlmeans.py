@@ -65,6 +65,13 @@ def test_rclip_is_the_guide(core):
         (dict(channels="YUV"), r"channels='YUV' needs a 4:4:4 clip"),
         (dict(num_streams=0), r"num_streams must be an integer from 1 to 64, got 0"),
         (dict(rclip="gray"), r"rclip must have the same format"),
+        (dict(device="gpu"), r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+        (dict(accelerators=["opencl"]), r"accelerators must be a non-empty list"),
+        (
+            dict(device_id=0, device="cpu"),
+            r"device_id and device cannot both be given, "
+            r"got device_id=0 and device='cpu'",
+        ),
     ],
 )
 def test_bad_arguments(core, kwargs, message):
@@ -73,3 +80,14 @@ def test_bad_arguments(core, kwargs, message):
         kwargs["rclip"] = make_clip(core, vs.GRAY8)
     with pytest.raises(vs.Error, match=r"avdenoise\.NLMeans: " + message):
         core.avdenoise.NLMeans(clip, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(device="cpu"), dict(accelerators=["cpu"])])
+def test_device_chooses_the_backend(core, kwargs):
+    """device and accelerators as Denoise's (and BM3D's): here the CPU, with Denoise's frames."""
+    clip = make_clip(core, vs.YUV420P8)
+    frame = core.avdenoise.NLMeans(clip, h=4.0, **kwargs).get_frame(1)
+    assert frame.props["AvdenoiseBackend"] == "cpu"
+    want = core.avdenoise.Denoise(clip, strength=4.0, channels="luma", device="cpu").get_frame(1)
+    for got, expected in zip(frame_planes(frame), frame_planes(want), strict=True):
+        np.testing.assert_array_equal(got, expected)

@@ -62,6 +62,15 @@ def frame_planes(frame) -> list[np.ndarray]:
     return [np.array(frame[p], copy=True) for p in range(frame.format.num_planes)]
 
 
+def assert_same_frames(got, want) -> None:
+    """Every frame of clip `got` equals `want`'s, plane by plane, bit for bit."""
+    assert got.num_frames == want.num_frames
+    for n in range(want.num_frames):
+        pairs = zip(frame_planes(got.get_frame(n)), frame_planes(want.get_frame(n)), strict=True)
+        for plane, (g, w) in enumerate(pairs):
+            np.testing.assert_array_equal(g, w, err_msg=f"frame {n}, plane {plane}")
+
+
 def assert_order_independent(make_filter, length: int, seed: int = 5) -> None:
     """Frames requested in a random order, all in flight at once, equal frames requested in order.
 

@@ -72,8 +72,7 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         Param(
             "device_id",
             "int",
-            "CUDA device to run on; without it a CUDA device is picked as for device='auto', "
-            "or the CPU when there is none.",
+            "CUDA device to run on, as device='cuda:N'; without it `device` decides.",
             allowed=Range(0, 63),
         ),
         _DEVICE_ID,
@@ -86,6 +85,8 @@ NLMEANS_PARAMS: tuple[Param, ...] = (
         allowed=Range(1, 64),
         ignored=True,
     ),
+    _maps(_as("device", "device"), MapsTo("device", convert=DeviceChoice.parse)),
+    _as("accelerators", "accelerators"),
 )
 
 
@@ -155,10 +156,7 @@ BM3D_PARAMS: tuple[Param, ...] = (
         # on its own there too); on RGB clips plan_bm3d_passes keeps BM3DCUDA's meaning.
         MapsTo("channels", values={True: "yuv", False: "lumachroma"}, words="channels='yuv'"),
     ),
-    replace(
-        next(p for p in NLMEANS_PARAMS if p.name == "device_id"),
-        doc="CUDA device to run on, as device='cuda:N'; without it `device` decides.",
-    ),
+    next(p for p in NLMEANS_PARAMS if p.name == "device_id"),
     Param(
         "fast",
         "bool",

@@ -6,7 +6,6 @@ Usage (on the GPU machine, from the repository root):
 
 VARIANT is ``key=value`` items joined by commas, or ``plain`` for the package at --root as it
 is (a checkout of another commit, to compare against):
-  sums=shared|global   AVDENOISE_DEBUG's bm3d_sums
   cut=NAME[+NAME]      stop a stage early, to split its time: ``noagg`` (no aggregation),
                        ``select`` (matching and grouping only), ``search`` (matching only),
                        ``shfl`` (shuffle warp minima instead of warp reductions)
@@ -55,7 +54,6 @@ def apply_variant(variant: str) -> None:
     from avdenoise_vs._cuda import _bm3d_source as source
 
     options = dict(item.split("=") for item in variant.split(","))
-    os.environ["AVDENOISE_DEBUG"] = "bm3d_sums=" + options.get("sums", "shared")
     if options.get("dense") == "1":
         source._STRUCTURAL_ZERO = -1.0
         source._tables.cache_clear()
