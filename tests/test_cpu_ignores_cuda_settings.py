@@ -18,7 +18,7 @@ from avdenoise_vs._filter import BACKEND_PROPERTY
     [
         ("AVDENOISE_DEBUG", "bogus"),
         ("AVDENOISE_DEBUG", "transfer=pinned"),
-        ("AVDENOISE_DEBUG", "early_context=maybe,placement=no"),
+        ("AVDENOISE_DEBUG", "transfer=maybe,bm3d_cache=no"),
         ("AVDENOISE_CUDA_SYNC", "sleep"),
         ("AVDENOISE_WARMUP_WAIT", "-5"),
     ],

@@ -121,10 +121,11 @@ static PyObject *destination_planes(VSFrame *dst, const FilterData *d, const VSA
 static _Thread_local int python_state_pinned;
 
 /* The interpreter's exit: frames still in flight (a script that stops iterating clip.frames())
- * must not take the GIL once Python finalises, which ends or crashes the thread that tries.
- * An atexit callback sets `python_exiting`, then waits, the GIL released, until no frame is
- * between its check of the flag and its release of the GIL (`frames_in_python`); frames that
- * come later fail with an error instead of entering Python. Sequentially consistent atomics:
+ * must not take the GIL once Python finalises, which ends or crashes the thread that tries,
+ * nor run a host step on buffers that went with the plan. An atexit callback sets
+ * `python_exiting`, then waits, the GIL released, until no frame is between its check of the
+ * flag and the end of its host step (`frames_in_python`); frames that come later fail with an
+ * error instead of entering Python. Sequentially consistent atomics:
  * a frame either sees the flag or the callback sees its count. */
 static int python_exiting, frames_in_python;
 #define EXIT_WAIT_MS 5000
@@ -203,10 +204,6 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
                        const int *staged, VSFrame *dst, HostStep *step, char *error,
                        size_t error_size, const VSAPI *vsapi) {
     int window = 2 * d->radius + 1, status = -1;
-    if (!enter_python()) {
-        snprintf(error, error_size, "avdenoise: the Python interpreter is exiting");
-        return -1;
-    }
     PyGILState_STATE gil = take_gil();
     PyObject *numbers = PyTuple_New(window);
     PyObject *windows = PyTuple_New(d->num_inputs);
@@ -238,7 +235,6 @@ static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW]
     Py_XDECREF(windows);
     Py_XDECREF(numbers);
     PyGILState_Release(gil);
-    leave_python();
     return status;
 }
 
@@ -277,9 +273,16 @@ static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, 
     const VSFrame *centres[MAX_INPUTS];
     for (int i = 0; i < d->num_inputs; i++) centres[i] = frames[i][d->radius];
     HostStep step;
-    host_step_stage(d->id, centres, staged, vsapi);
-    int status = run_process(d, n, frames, staged, dst, &step, error, sizeof error, vsapi);
-    if (status == 0) status = host_step_run(&step, dst, error, sizeof error, vsapi);
+    int status = -1;
+    /* The plan's buffers, which the host step reads and writes, go with the interpreter. */
+    if (enter_python()) {
+        host_step_stage(d->id, centres, staged, vsapi);
+        status = run_process(d, n, frames, staged, dst, &step, error, sizeof error, vsapi);
+        if (status == 0) status = host_step_run(&step, dst, error, sizeof error, vsapi);
+        leave_python();
+    } else {
+        snprintf(error, sizeof error, "avdenoise: the Python interpreter is exiting");
+    }
     if (status == 0 && d->props) vsapi->copyMap(d->props, vsapi->getFramePropertiesRW(dst));
     for (int i = 0; i < d->num_inputs; i++)
         for (int t = 0; t < window; t++) vsapi->freeFrame(frames[i][t]);

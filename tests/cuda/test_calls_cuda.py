@@ -12,7 +12,7 @@ from ._gpu import require_cuda
 
 cupy = require_cuda()
 
-from avdenoise_vs._cuda._calls import HeldCalls, KernelArgs, ReleasedCalls  # noqa: E402
+from avdenoise_vs._cuda._calls import HeldCalls, KernelArgs  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -28,9 +28,8 @@ extern "C" __global__ void fill(const Args args) {
 _RECORD = np.dtype([("out", np.int64), ("value", np.float32), ("count", np.int32)], align=True)
 
 
-@pytest.mark.parametrize("calls_type", [HeldCalls, ReleasedCalls])
-def test_launch_event_and_wait_run_on_the_stream(calls_type) -> None:
-    calls = calls_type()
+def test_launch_event_and_wait_run_on_the_stream() -> None:
+    calls = HeldCalls()
     function = cupy.RawKernel(_SOURCE, "fill").kernel
     out = cupy.zeros(1000, dtype=cupy.float32)
     record = np.zeros(1, dtype=_RECORD)
@@ -46,6 +45,7 @@ def test_launch_event_and_wait_run_on_the_stream(calls_type) -> None:
         copy[...] = out  # ordered after the kernel by the event only
     second.synchronize()
     np.testing.assert_array_equal(copy.get(), 2.5 + np.arange(1000, dtype=np.float32))
+    assert calls.event_done(done.ptr)  # the work before the record is finished
 
 
 def test_failed_launch_raises_with_the_driver_s_error_name() -> None:

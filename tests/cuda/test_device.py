@@ -84,7 +84,7 @@ def test_missing_devices_are_unavailable_backends(count, index, reason):
 def test_without_cupy_the_backend_is_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes `import cupy` fail
     monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
-    monkeypatch.setenv("AVDENOISE_DEBUG", "early_context=off")
+    monkeypatch.setattr(_device, "start_early_context", lambda *args: None)  # no thread
     with pytest.raises(BackendUnavailable, match="CuPy cannot be imported"):
         _device.open_device(None, "auto")
     assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"  # set before CuPy is looked for
@@ -110,7 +110,7 @@ def test_without_a_driver_the_early_context_logs_nothing_and_keeps_why(monkeypat
 def test_a_chosen_connection_count_is_kept(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", _cupy(1))
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8")
-    monkeypatch.setenv("AVDENOISE_DEBUG", "early_context=off")
+    monkeypatch.setattr(_device, "start_early_context", lambda *args: None)  # no thread
     cupy, device_id = _device.open_device(None, "auto")
     assert cupy is sys.modules["cupy"] and device_id == 0
     assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == "8"

@@ -306,7 +306,7 @@ def test_opening_the_device_runs_on_the_chosen_one(
     fake_cupy = types.ModuleType("cupy")
     fake_cupy.cuda = types.SimpleNamespace(runtime=runtime)
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    monkeypatch.setenv("AVDENOISE_DEBUG", "early_context=off")
+    monkeypatch.setattr(_device, "start_early_context", lambda *args: None)  # no thread
     monkeypatch.setattr(_placement, "visible_count", lambda: 2)
     fresh.mkdir(parents=True)
     (fresh / f"{os.getppid()}-0.claim").touch()  # a live process holds device 0
