@@ -1,4 +1,5 @@
-"""Before/after crops for the docs: the sample clip clean, noisy, and through NLM and BM3D.
+"""Before/after crops for the docs: the sample clip clean, noisy, and through NLM and BM3D;
+and scikit-image's astronaut through each at several strengths.
 
 The clip is the demo's (``avdenoise_vs.sample.noisy_sample``: a real picture panning, with
 seeded white Gaussian noise), in RGB24 so that the picture needs no conversion to be shown.
@@ -19,12 +20,16 @@ from avdenoise_vs.sample import MAX_LENGTH, noisy_sample, psnr, sample_frames
 
 __all__ = [
     "DEFAULT_CROP",
+    "FACE",
+    "STRENGTH_STEPS",
     "Crop",
     "CropPanel",
     "denoise_crops",
+    "strength_panels",
     "strip",
     "strip_size",
     "write_crops",
+    "write_strengths",
 ]
 
 ZOOM = 2
@@ -159,3 +164,80 @@ def write_crops(path: Path, crop: Crop = DEFAULT_CROP, **options: float | str) -
     path.parent.mkdir(parents=True, exist_ok=True)
     strip(panels).save(path, optimize=True)
     return panels
+
+
+#: The strengths of the strength figure, in 8-bit codes; 0 stands for no denoising at all.
+STRENGTH_STEPS = (0.0, 2.0, 4.5, 7.0, 12.0)
+#: The astronaut's face and hair (scikit-image's ``astronaut``, NASA, public domain): skin,
+#: fine hair and the edges of the eyes, where too much strength shows first.
+FACE = (178, 60, 96)
+_PAN = (2, 3)
+
+
+def _pan_clip(core, frames: list[np.ndarray]):
+    """An RGB24 clip of (height, width, 3) uint8 frames."""
+    import vapoursynth as vs
+
+    height, width = frames[0].shape[:2]
+    blank = core.std.BlankClip(width=width, height=height, format=vs.RGB24, length=len(frames))
+
+    def fill(n: int, f):
+        out = f.copy()
+        for p in range(3):
+            np.asarray(out[p])[...] = frames[n][..., p]
+        return out
+
+    return core.std.ModifyFrame(blank, blank, fill)
+
+
+def strength_panels(
+    window: tuple[int, int, int] = FACE,
+    *,
+    sigma: float = 7.0,
+    strengths: tuple[float, ...] = STRENGTH_STEPS,
+    margin: int = 12,
+    device: str = "cpu",
+) -> list[list[CropPanel]]:
+    """Two rows of panels of scikit-image's astronaut with white Gaussian noise of ``sigma``:
+    NLM, then BM3D, at each strength (Denoise's other defaults, RGB), strength 0 being the
+    noisy input in the first row and the clean picture in the second.
+
+    ``window`` is (x, y, side) in the picture. The picture pans (2, 3) pixels a frame over
+    three frames, so that NLM's radius 1 matches real motion; the middle frame is shown.
+    """
+    import vapoursynth as vs
+    from skimage import data
+
+    x, y, side = window
+    picture, rng = data.astronaut(), np.random.default_rng(46)
+    (dy, dx), m = _PAN, margin
+    clean = [picture[y - m + n * dy : y + side + m + n * dy,
+                     x - m + n * dx : x + side + m + n * dx] for n in range(3)]  # fmt: skip
+    noisy = [np.clip(np.rint(f + rng.normal(0.0, sigma, f.shape)), 0, 255).astype(np.uint8)
+             for f in clean]  # fmt: skip
+    core = vs.core
+    clip, reference = _pan_clip(core, noisy), clean[1][m:-m, m:-m]
+    shown = noisy[1][m:-m, m:-m]
+    rows = [
+        [CropPanel(f"noisy, sigma {sigma:g}", shown, psnr(shown, reference, 255.0))],
+        [CropPanel("clean", reference, None)],
+    ]
+    for row, algorithm in zip(rows, ("nlm", "bm3d"), strict=True):
+        for h in (h for h in strengths if h > 0):
+            out = core.avdenoise.Denoise(clip, algorithm=algorithm, strength=h, device=device)
+            pixels = _rgb(out, 1, m)
+            label = f"{algorithm.upper()} {h:g}"
+            row.append(CropPanel(label, pixels, psnr(pixels, reference, 255.0)))
+    return rows
+
+
+def write_strengths(path: Path, **options) -> list[list[CropPanel]]:
+    """Draw strength_panels' rows (``options`` as its) one under the other into ``path``."""
+    rows = strength_panels(**options)
+    strips = [strip(row) for row in rows]
+    image = Image.new("RGB", (strips[0].width, sum(s.height for s in strips)), "white")
+    for i, s in enumerate(strips):
+        image.paste(s, (0, i * strips[0].height))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, optimize=True)
+    return rows

@@ -1,12 +1,14 @@
-"""Draw the pictures of the docs into docs/images: before/after crops and the speed charts.
+"""Draw the pictures of the docs into docs/images: before/after crops, strengths, speed charts.
 
-python scripts/bench/make_figures.py                 # both, into docs/images
+python scripts/bench/make_figures.py                 # all, into docs/images
 python scripts/bench/make_figures.py --only speed    # the charts alone (quick: no denoising)
 python scripts/bench/make_figures.py --only crops --out /tmp/figures
 
 crops.png: the sample clip's launch pad, clean, with white Gaussian noise, and through
 `core.avdenoise.Denoise` (NLM, then algorithm='bm3d') on the CPU backend, whose maths the GPU
-backend shares; each panel names its PSNR against the clean crop. speed-fleet.svg and
+backend shares; each panel names its PSNR against the clean crop. strengths.png: scikit-image's
+astronaut with white Gaussian noise, through NLM and BM3D at several strengths (0: the noisy
+and the clean picture), the same way. speed-fleet.svg and
 speed-one-process.svg: bar charts of the tables of docs/BENCHMARKS.md ("Fleet", "One
 process: NLM", "One process: BM3D"), drawn from their cells, each panel under its date, GPU
 and command line. Run it again after changing those tables; tests/scripts/bench fails while the
@@ -19,12 +21,13 @@ import argparse
 from pathlib import Path
 
 from _bench_tables import gpu_name, parse_tables, section_tables
-from _figure_crops import DEFAULT_CROP, write_crops
+from _figure_crops import DEFAULT_CROP, write_crops, write_strengths
 from _speed_svg import Panel, panel_of, render_svg
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
 CROPS = "crops.png"
+STRENGTHS = "strengths.png"
 #: Chart file -> its title and the headings of docs/BENCHMARKS.md whose tables it draws.
 CHARTS = {
     "speed-fleet.svg": (
@@ -64,7 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=Path, default=ROOT / "docs" / "images", help="folder of the figures"
     )
-    parser.add_argument("--only", choices=("crops", "speed"), help="draw one kind of figure")
+    parser.add_argument(
+        "--only", choices=("crops", "strengths", "speed"), help="draw one kind of figure"
+    )
     parser.add_argument(
         "--benchmarks",
         type=Path,
@@ -86,6 +91,13 @@ def main(argv: list[str] | None = None) -> None:
         path = args.out / CROPS
         panels = write_crops(path, DEFAULT_CROP, device=args.device)
         scores = "; ".join(f"{p.label}: {p.psnr:.2f} dB" for p in panels if p.psnr is not None)
+        print(f"wrote {path} ({scores})")
+    if args.only in (None, "strengths"):
+        path = args.out / STRENGTHS
+        rows = write_strengths(path, device=args.device)
+        scores = "; ".join(
+            f"{p.label}: {p.psnr:.2f} dB" for row in rows for p in row if p.psnr is not None
+        )
         print(f"wrote {path} ({scores})")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _figure_crops import DEFAULT_CROP, Crop, strip_size, write_crops
+from _figure_crops import DEFAULT_CROP, Crop, strip_size, write_crops, write_strengths
 from PIL import Image
 
 from avdenoise_vs._devload import plugin_installed
@@ -74,3 +74,35 @@ def test_the_default_crop_fits_the_sample() -> None:
 
 def test_strip_size_counts_zoom_gaps_and_label() -> None:
     assert strip_size(4, 128, 136) == (2 * 8 + 4 * 256 + 3 * 8, 2 * 8 + 24 + 272)
+
+
+@pytest.fixture(scope="module")
+def strengths(tmp_path_factory: pytest.TempPathFactory):
+    """The strength figure of a small window of the astronaut's face, written once."""
+    if not plugin_installed():
+        pytest.skip("the plugin is not installed where VapourSynth autoloads (editable install?)")
+    pytest.importorskip("skimage")
+    path = tmp_path_factory.mktemp("figures") / "strengths.png"
+    return path, write_strengths(path, window=(200, 100, 32), margin=8, strengths=(0.0, 2.0, 7.0))
+
+
+def test_the_strength_figure_holds_two_rows_of_panels(strengths) -> None:
+    path, rows = strengths
+    assert [[p.label for p in row] for row in rows] == [
+        ["noisy, sigma 7", "NLM 2", "NLM 7"],
+        ["clean", "BM3D 2", "BM3D 7"],
+    ]
+    with Image.open(path) as image:
+        width, height = strip_size(3, 32, 32)
+        assert image.size == (width, 2 * height)
+
+
+def test_a_strength_near_the_noise_raises_psnr_and_the_clean_panel_has_none(strengths) -> None:
+    _, (nlm, bm3d) = strengths
+    noisy, clean = nlm[0], bm3d[0]
+    assert clean.psnr is None
+    assert 30.0 < noisy.psnr < 32.5  # deviation 7: 20 log10(255 / 7) = 31.2 dB
+    assert nlm[2].psnr > noisy.psnr + 0.5
+    assert bm3d[2].psnr > noisy.psnr + 0.5
+    # Strength 2 is far below the noise: NLM leaves it nearly as it was.
+    assert abs(nlm[1].psnr - noisy.psnr) < 0.5
