@@ -80,14 +80,17 @@ class BuildBridge(build_ext):
 bridge = Extension(
     "avdenoise_vs._native.libavdenoise",
     # bridge.c hands frames to Python; host_step.c does the native part of a frame; values.c
-    # converts arguments and frame properties.
+    # converts arguments and frame properties; exit_guard.c keeps frames out of an exiting
+    # interpreter.
     sources=[
         "avdenoise_vs/_native/bridge.c",
+        "avdenoise_vs/_native/exit_guard.c",
         "avdenoise_vs/_native/host_step.c",
         "avdenoise_vs/_native/values.c",
     ],
     # shipped in the sdist, rebuilds on change
     depends=[
+        "avdenoise_vs/_native/exit_guard.h",
         "avdenoise_vs/_native/host_step.h",
         "avdenoise_vs/_native/values.h",
         "avdenoise_vs/_version.py",

@@ -23,16 +23,14 @@
  * The GIL is held only around calls into Python. Python symbols come from the host process
  * (vspipe's libpython or the python executable), which is why nothing here links libpython.
  */
-#define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
 #define Py_LIMITED_API 0x030C0000
 #include <Python.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "VapourSynth4.h"
+#include "exit_guard.h"
 #include "host_step.h"
 #include "values.h"
 
@@ -119,63 +117,6 @@ static PyObject *destination_planes(VSFrame *dst, const FilterData *d, const VSA
  * device), rebuilding them each frame. A thread that already has a Python state (a Python
  * thread, which may hold the GIL now) is left alone. */
 static _Thread_local int python_state_pinned;
-
-/* The interpreter's exit: frames still in flight (a script that stops iterating clip.frames())
- * must not take the GIL once Python finalises, which ends or crashes the thread that tries,
- * nor run a host step on buffers that went with the plan. An atexit callback sets
- * `python_exiting`, then waits, the GIL released, until no frame is between its check of the
- * flag and the end of its host step (`frames_in_python`); frames that come later fail with an
- * error instead of entering Python. Sequentially consistent atomics:
- * a frame either sees the flag or the callback sees its count. */
-static int python_exiting, frames_in_python;
-#define EXIT_WAIT_MS 5000
-
-static int enter_python(void) {
-    __atomic_add_fetch(&frames_in_python, 1, __ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&python_exiting, __ATOMIC_SEQ_CST)) return 1;
-    __atomic_sub_fetch(&frames_in_python, 1, __ATOMIC_SEQ_CST);
-    return 0;
-}
-
-static void leave_python(void) { __atomic_sub_fetch(&frames_in_python, 1, __ATOMIC_SEQ_CST); }
-
-static PyObject *on_python_exit(PyObject *self, PyObject *unused) {
-    (void)self, (void)unused;
-    __atomic_store_n(&python_exiting, 1, __ATOMIC_SEQ_CST);
-    Py_BEGIN_ALLOW_THREADS
-    for (int ms = 0; ms < EXIT_WAIT_MS && __atomic_load_n(&frames_in_python, __ATOMIC_SEQ_CST);
-         ms++) {
-        struct timespec pause = {0, 1000000};
-        nanosleep(&pause, NULL);
-    }
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef exit_method = {"avdenoise_bridge_exit", on_python_exit, METH_NOARGS, NULL};
-
-/* Keeps this library mapped once loaded: VapourSynth unloads plugins with the core, and the
- * atexit callback (code of this library) may run after that. */
-static int stay_loaded(void) {
-    Dl_info info;
-    if (!dladdr((void *)&stay_loaded, &info) || !info.dli_fname) return 0;
-    return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
-}
-
-/* Registers on_python_exit with atexit (at plugin load, the GIL held), once per process; a
- * failure only costs the guard, so it is cleared. */
-static void register_exit_guard(void) {
-    static int registered;
-    if (registered || !stay_loaded()) return;
-    registered = 1;
-    PyObject *callback = PyCFunction_New(&exit_method, NULL);
-    PyObject *atexit = callback ? PyImport_ImportModule("atexit") : NULL;
-    PyObject *done = atexit ? PyObject_CallMethod(atexit, "register", "O", callback) : NULL;
-    if (!done) PyErr_Clear();
-    Py_XDECREF(done);
-    Py_XDECREF(atexit);
-    Py_XDECREF(callback);
-}
 
 static PyGILState_STATE take_gil(void) {
     if (!python_state_pinned) {
