@@ -25,7 +25,7 @@ import logging
 from collections.abc import Sequence
 
 from ._device_choice import DeviceChoice
-from ._errors import BackendUnavailable
+from ._errors import BackendUnavailable, one_line
 from ._install import cupy_install
 from ._log import script_core, vs_warning
 from ._options import FrameLayout
@@ -251,8 +251,7 @@ def _warm_up(backend, threads: int) -> str | None:
     error = outcome.error
     if isinstance(error, BackendUnavailable):
         raise error
-    first_line = (str(error).strip().splitlines() or [""])[0]
-    cause = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
+    cause = one_line(error)
     return cause if len(cause) <= _CAUSE_CHARS else cause[: _CAUSE_CHARS - 3] + "..."
 
 
@@ -268,5 +267,8 @@ def _prepare_threads(backend, threads: int) -> None:
     page-locked memory) only leaves them to each thread's first frame."""
     try:
         backend.prepare_threads(min(threads, _MAX_PREPARED_THREADS))
-    except Exception as error:  # nothing the threads need is lost: they make their own
+    # Out of page-locked or device memory (CuPy's OutOfMemoryError is a MemoryError, a
+    # refused allocation a CUDARuntimeError): nothing the threads need is lost, they make
+    # their own.
+    except (MemoryError, RuntimeError) as error:
         logger.debug("avdenoise: preparing the threads' states failed: %s", error)

@@ -298,7 +298,7 @@ class WarmUp:
             # unlock the parent too.
             if os.getpid() == self._owner_pid:
                 lock.release(force=True)
-        except Exception:  # the lock dies with the process anyway
+        except OSError:  # the lock dies with the process anyway
             logger.debug("cannot release %s", self.lock_path, exc_info=True)
         finally:
             _unclaim(self.key)

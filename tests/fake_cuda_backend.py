@@ -72,6 +72,9 @@ class FakeCuda:
             raise BackendUnavailable(self.context_fails)
         self._compile()
 
+    def prepare_threads(self, threads: int) -> None:
+        """The real backend makes the threads' states here; the fake has none to make."""
+
     def process(self, n, frame_numbers, windows, dst) -> None:
         if not self.compiled:
             self._compile()

@@ -143,8 +143,8 @@ class ThreadState:
         self.out = None  # the thread's own output buffer (ungated passes)
         self.out_ptr = 0
         self.args = None  # one argument record per pass, writing to out_ptr
-        self.staging: list[Pinned] = []  # one-frame windows' upload buffers, made on first use
-        self.down: Pinned | None = None  # download buffer (staged downloads)
+        self.staging: list[Pinned] = []  # ungated one-frame windows' upload buffers
+        self.down: Pinned | None = None  # own (ungated) or last lent (gated) download buffer
         self.done = None  # an event to sleep on until the GPU is done (gated passes)
         self.host_step = None  # the bridge's part of every frame (host_step.h), or None
         self.pending = None  # (entries, leases) the last frame holds until the bridge waited

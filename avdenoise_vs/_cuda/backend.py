@@ -291,7 +291,7 @@ class CudaBackend:
         center = frame_numbers[len(frame_numbers) // 2]
         try:
             if fresh:
-                self._upload(fresh, frame_numbers, windows, base, state, leases)
+                self._upload(fresh, frame_numbers, windows, base, state)
             wait_for(entries, state.stream_ptr, self._calls)
             if self._gate is not None:  # an output buffer lent for the GPU part, in frame order
                 out = self._gate.enter(center)

@@ -180,6 +180,9 @@ class _FakeCuda:
         if self.fail:
             raise RuntimeError("fake NVRTC failure")
 
+    def prepare_threads(self, threads: int) -> None:
+        """The real backend makes the threads' states here; the fake has none to make."""
+
     def process(self, n, frame_numbers, windows, dst) -> None:
         self._frames.process(n, frame_numbers, windows, dst)
 

@@ -428,3 +428,17 @@ def test_a_given_cache_size_is_kept(fake_cuda):
     backend, _, _ = _backend("GRAY8", "direct", cache_slots=6)
     backend.warm_up()
     assert backend._cache.soft_limit == 6
+
+
+def test_a_failed_staged_upload_gives_its_pool_buffer_back(fake_cuda):
+    """A copy that was never queued leaves its page-locked buffer free for the next frame."""
+    runtime, _ = fake_cuda
+    backend, layout, written = _backend("YUV420P16", "staged", radius=1)
+    frames = make_frames(layout)
+    runtime.fail_uploads = 1
+    with pytest.raises(RuntimeError, match="fake upload failure"):
+        process(backend, layout, frames, 3, 1, written)
+    pool = backend.uploader.pool
+    assert pool.made == 1 and len(pool._free) == 1
+    out = process(backend, layout, frames, 3, 1, written)
+    np.testing.assert_array_equal(out[0], expected(frames, 3, 1, 0))

@@ -69,16 +69,13 @@ class Context:
 class Upload(Protocol):
     """How a frame's planes reach their device slots."""
 
-    def upload(
-        self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state, leases: list
-    ) -> None:
+    def upload(self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state) -> None:
         """Queue the copies of every entry of `fresh` into its slot on the thread's stream and
         record the slot's event; an entry whose copies fail is failed in the cache.
 
         `windows` are the bridge's (a frame is None where the bridge has already copied it
         into the staging buffer that :meth:`requests` named); `base` numbers the inputs in
-        the cache keys. Host buffers the copies read are appended to `leases` as
-        ``(owner, buffer)``, given back with the frame's other leases once its stream is done.
+        the cache keys.
         """
 
     def requests(self, state: ThreadState) -> tuple:
@@ -119,8 +116,8 @@ class Download:
         """Release what a failed frame holds, once nothing on its stream can still read it."""
         try:  # nothing may still read a slot once it is released
             self._runtime.streamSynchronize(state.stream_ptr)
-        except Exception:  # the original error matters more
-            thread_debug(logger, "avdenoise: stream synchronize after an error failed")
+        except self._runtime.CUDARuntimeError as error:  # the original error matters more
+            thread_debug(logger, "avdenoise: stream synchronize after an error failed: %s", error)
         self._release(entries, leases, out)
 
     def _sleep_until_done(self, state: ThreadState) -> None:

@@ -23,9 +23,7 @@ class DirectUpload:
         self._cache = context.cache
         self._copies = context.slots.copies
 
-    def upload(
-        self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state, leases: list
-    ) -> None:
+    def upload(self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state) -> None:
         """See :meth:`.base.Upload.upload`."""
         copy, record = self._runtime.memcpy2DAsync, self._calls.eventRecord
         stream = state.stream_ptr

@@ -118,28 +118,30 @@ class StagedUpload:
         self.pool = None if self._per_thread else PinnedPool(self._new, self._returned, limit)
         self._copy = np.copyto  # Python's copies in; a seam for benchmarks and tests
 
-    def upload(
-        self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state, leases: list
-    ) -> None:
+    def upload(self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state) -> None:
         """See :meth:`.base.Upload.upload`."""
         calls, stream, pool = self._calls, state.stream_ptr, self.pool
         for entry in fresh:
             input_index, frame = entry.key
             planes = windows[input_index - base][frame_numbers.index(frame)]
+            taken = None  # a pool's buffer, free again if its copy was never queued
             try:
                 if pool is None:
                     buffer = self._buffer(state, input_index - base)
                 else:
-                    buffer = pool.take()
+                    buffer = taken = pool.take()
                 if planes is not None:  # else the bridge has filled the buffer
                     buffer.copy_in(planes, self._copy)
                 calls.copy_to_device(entry.slot.ptr, buffer.ptr, self._nbytes, stream)
-                calls.eventRecord(entry.slot.event_ptr, stream)
-                if pool is not None:
+                if taken is not None:
+                    taken = None  # queued: only its event may give it back
                     calls.eventRecord(buffer.event, stream)
                     pool.lend(buffer)
+                calls.eventRecord(entry.slot.event_ptr, stream)
                 entry.stream = stream
             except BaseException:
+                if taken is not None:
+                    pool.release(taken)
                 self._cache.fail(entry)
                 raise
             finally:
