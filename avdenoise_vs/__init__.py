@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._devload import load_into_core
-from ._options import Distance, FrameLayout, WeightMode
-from ._settings import Algorithm, Bm3dSettings, NlmSettings, PassSettings, Stages
-from ._version import __version__
+from avdenoise_vs._params.options import Distance, FrameLayout, WeightMode
+from avdenoise_vs._params.settings import Algorithm, Bm3dSettings, NlmSettings, PassSettings, Stages
+from avdenoise_vs._plugin.devload import load_into_core
+from avdenoise_vs._version import __version__
 
 __all__ = [
     "Algorithm",
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ._api import bm3d, denoise, nlmeans
+    from avdenoise_vs._api import bm3d, denoise, nlmeans
 
 #: The typed API, imported on first use: VapourSynth imports this package in every process
 #: that loads plugins, and building the functions' signatures and docs takes 30-60 ms.
@@ -44,7 +44,7 @@ _LAZY = ("bm3d", "denoise", "nlmeans")
 
 def __getattr__(name: str):
     if name in _LAZY:
-        from . import _api
+        from avdenoise_vs import _api
 
         return getattr(_api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
-from ._paramspec import LIST_KINDS, Choice, Param, check_names
+from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
+from avdenoise_vs._params.spec import LIST_KINDS, Choice, Param, check_names
 
 __all__ = ["bm3d", "denoise", "nlmeans"]
 

@@ -9,7 +9,7 @@ or value and what is allowed, raised when a CUDA filter is created (:func:`check
 what a CUDA backend reads before it knows that its device is there is read leniently, so that
 no setting of a backend that cannot run fails ``device='auto'`` where the CPU runs instead.
 The warm-up queue reads ``AVDENOISE_WARMUP`` and ``AVDENOISE_WARMUP_REPORT`` leniently
-(``warmup.py``), because nothing about the queue may fail a render; its wait limit is checked
+(``_warmup/queue.py``), because nothing about the queue may fail a render; its wait limit is checked
 when a CUDA filter is created, before the queue runs.
 """
 

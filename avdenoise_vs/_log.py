@@ -16,7 +16,7 @@ __all__ = [
     "vs_warning",
 ]
 
-#: Name prefix of the package's own threads (``_pending``'s warm-ups).
+#: Name prefix of the package's own threads (``_backends.pending``'s warm-ups).
 OWN_THREAD_PREFIX = "avdenoise."
 
 #: The core that :func:`vs_warning` logs to on a thread other than the script's.

@@ -28,9 +28,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from . import _api
-from ._params import DENOISE_PARAMS
-from ._paramspec import parse_arguments
+from avdenoise_vs import _api
+from avdenoise_vs._params import DENOISE_PARAMS
+from avdenoise_vs._params.spec import parse_arguments
 
 __all__ = ["Backend", "backend"]
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from avdenoise_vs._environment import debug_table
 from avdenoise_vs._environment import markdown_table as environment_table
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
-from avdenoise_vs._paramspec import markdown_table
+from avdenoise_vs._params.spec import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Document (relative to the checkout) -> marker name -> what makes the table between its markers.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from avdenoise_vs.warmup import WarmUp, kernel_key, warm_up
+from avdenoise_vs._warmup.queue import WarmUp, kernel_key, warm_up
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -8,17 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from avdenoise_vs._cuda import backend as cuda_backend
+from avdenoise_vs._backends.cuda import backend as cuda_backend
+from avdenoise_vs._backends.reference import NumpyBackend
 from avdenoise_vs._errors import BackendUnavailable
-from avdenoise_vs._options import (
-    ColorFamily,
-    Distance,
-    FrameLayout,
-    SampleType,
-    WeightMode,
-)
-from avdenoise_vs._reference.backend import NumpyBackend
-from avdenoise_vs._settings import NlmSettings
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import NlmSettings
 
 __all__ = ["LAYOUT", "PASSES", "fake_cuda", "first_plane", "random_clip", "vs_log"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._filter import BACKEND_PROPERTY
+from avdenoise_vs._plugin.filter import BACKEND_PROPERTY
 
 from .vsclips import frame_planes
 
@@ -141,7 +141,7 @@ def test_unavailable_device_says_why(core):
 
 def test_frame_errors_do_not_crash_the_host(core, monkeypatch):
     """An exception while denoising a frame becomes that frame's error; the process lives on."""
-    from avdenoise_vs._reference.backend import NumpyBackend
+    from avdenoise_vs._backends.reference import NumpyBackend
 
     def broken(self, *args):
         raise RuntimeError("simulated backend failure")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._paramspec import Param, check_names, vs_signature
+from avdenoise_vs._params.spec import Param, check_names, vs_signature
 
 from .vsclips import clip_from_planes, frame_planes, random_planes
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from avdenoise_vs import _backends, warmup
-from avdenoise_vs._reference.backend import NumpyBackend
+from avdenoise_vs._backends import select as _backends
+from avdenoise_vs._backends.reference import NumpyBackend
+from avdenoise_vs._warmup import queue as warmup
 
 from .fake_cuda_backend import LAYOUT, PASSES, first_plane, random_clip
 

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._bridge import plugin_functions
-from avdenoise_vs._layout import layout_from_info
-from avdenoise_vs._options import Distance
+from avdenoise_vs._bm3d.reference.vbm3d import FrameList, vbm3d
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
-from avdenoise_vs._paramspec import parse_arguments
-from avdenoise_vs._passes import plan_bm3d_passes
-from avdenoise_vs._reference.vbm3d import FrameList, vbm3d
-from avdenoise_vs._settings import Stages
+from avdenoise_vs._params.options import Distance
+from avdenoise_vs._params.settings import Stages
+from avdenoise_vs._params.spec import parse_arguments
+from avdenoise_vs._plugin.bridge import plugin_functions
+from avdenoise_vs._plugin.layout import layout_from_info
+from avdenoise_vs._plugin.passes import plan_bm3d_passes
 
 from .vsclips import clip_from_planes, frame_planes, random_planes
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._filter import BACKEND_PROPERTY
+from avdenoise_vs._plugin.filter import BACKEND_PROPERTY
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._options import Distance, WeightMode
-from avdenoise_vs._reference.nlm import nlm, temporal_radius_at
+from avdenoise_vs._nlm.maths import temporal_radius_at
+from avdenoise_vs._nlm.reference import nlm
+from avdenoise_vs._params.options import Distance, WeightMode
 from avdenoise_vs.sample import psnr
 
 from .vsclips import (
@@ -169,7 +170,7 @@ def test_thread_local_state_lives_across_frames(core, monkeypatch):
     """
     import threading
 
-    from avdenoise_vs._reference.backend import NumpyBackend
+    from avdenoise_vs._backends.reference import NumpyBackend
 
     local, fresh = threading.local(), []
     original = NumpyBackend.process

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._reference.vbm3d import FrameList, vbm3d
+from avdenoise_vs._bm3d.reference.vbm3d import FrameList, vbm3d
 from avdenoise_vs.sample import psnr
 
 from .vsclips import clip_from_planes, frame_planes, random_planes

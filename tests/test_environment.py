@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs import _environment, _warmup_report, warmup
-from avdenoise_vs._cuda import _transfer, bm3d
+from avdenoise_vs import _environment
+from avdenoise_vs._bm3d.cuda import bm3d_pass as bm3d
+from avdenoise_vs._cuda import transfer as _transfer
 from avdenoise_vs._environment import (
     DEBUG_KEYS,
     VARIABLES,
@@ -17,6 +18,8 @@ from avdenoise_vs._environment import (
     seconds,
     switch,
 )
+from avdenoise_vs._warmup import queue as warmup
+from avdenoise_vs._warmup import report as _warmup_report
 
 NAMES = {variable.name for variable in VARIABLES}
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +158,7 @@ def test_documented_tables_are_generated_from_the_code() -> None:
 
 
 def test_sync_switch_agrees_with_the_driver_flags() -> None:
-    from avdenoise_vs._cuda._calls import SYNC_FLAGS
+    from avdenoise_vs._cuda.calls import SYNC_FLAGS
 
     sync = next(v for v in VARIABLES if v.name == "AVDENOISE_CUDA_SYNC")
     assert set(sync.choices) == {"auto", *SYNC_FLAGS}

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from avdenoise_vs import _backends
+from avdenoise_vs._backends import select as _backends
 from avdenoise_vs._errors import BackendUnavailable, CudaError
 
 ERRORS = [
@@ -40,7 +40,7 @@ def test_context_is_in_attributes() -> None:
 def test_backend_selection_catches_the_shared_class() -> None:
     """``_backends`` and ``_cuda._device`` (which raises it for the CUDA backend) use the one
     class of ``_errors``."""
-    from avdenoise_vs._cuda import _device
+    from avdenoise_vs._backends.cuda import device as _device
 
     assert _backends.BackendUnavailable is BackendUnavailable
     assert _device.BackendUnavailable is BackendUnavailable
@@ -48,7 +48,7 @@ def test_backend_selection_catches_the_shared_class() -> None:
 
 def test_failed_driver_call_raises_cuda_error() -> None:
     """``HeldCalls._fail`` names the call and the driver's error name, keeping the status."""
-    from avdenoise_vs._cuda._calls import HeldCalls
+    from avdenoise_vs._cuda.calls import HeldCalls
 
     calls = HeldCalls.__new__(HeldCalls)  # no driver here: only the error path
 

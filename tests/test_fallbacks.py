@@ -9,7 +9,8 @@ import types
 
 import pytest
 
-from avdenoise_vs import _errors, _log, _warmup_cache
+from avdenoise_vs import _errors, _log
+from avdenoise_vs._warmup import cache as _warmup_cache
 
 __all__: list[str] = []
 
@@ -97,7 +98,7 @@ def test_thread_debug_survives_the_bridges_error_only(error) -> None:
 
 def test_a_key_without_cupy_says_why(monkeypatch, caplog) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes `import cupy` fail
-    with caplog.at_level(logging.DEBUG, logger="avdenoise_vs.warmup"):
+    with caplog.at_level(logging.DEBUG, logger="avdenoise_vs._warmup.queue"):
         assert _warmup_cache.environment_fingerprint.__wrapped__() == "no-cupy"
     assert "it cannot be imported (ModuleNotFoundError: import of cupy halted" in caplog.text
 
@@ -110,7 +111,7 @@ def test_a_key_without_nvrtc_or_gpu_says_why(caplog) -> None:
     cupy = types.SimpleNamespace(
         cuda=types.SimpleNamespace(runtime=runtime, nvrtc=types.SimpleNamespace(getVersion=fails))
     )
-    with caplog.at_level(logging.DEBUG, logger="avdenoise_vs.warmup"):
+    with caplog.at_level(logging.DEBUG, logger="avdenoise_vs._warmup.queue"):
         assert _warmup_cache._nvrtc_part(cupy) == "nvrtc=none"
         assert _warmup_cache._arch_part(cupy, None) == "sm=none"
     cause = "RuntimeError: CuPy failed to load libnvrtc.so.13: OSError: no file"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs import _filter
-from avdenoise_vs._filter import BACKEND_PROPERTY
+from avdenoise_vs._plugin import filter as _filter
+from avdenoise_vs._plugin.filter import BACKEND_PROPERTY
 
 
 @pytest.mark.parametrize(

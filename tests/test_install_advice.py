@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from avdenoise_vs import _backends, _install
+from avdenoise_vs import _install
+from avdenoise_vs._backends import select as _backends
 from avdenoise_vs._cli import doctor
 
 from .cli.test_doctor import _report

@@ -10,8 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from avdenoise_vs import _backends, _pending
-from avdenoise_vs._filter import BACKEND_PROPERTY, FilterPlan
+from avdenoise_vs._backends import pending as _pending
+from avdenoise_vs._backends import select as _backends
+from avdenoise_vs._plugin.filter import BACKEND_PROPERTY, FilterPlan
 
 from .fake_cuda_backend import LAYOUT, PASSES, first_plane, random_clip
 

@@ -17,9 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from avdenoise_vs import _safefiles, _warmup_cache, warmup
-from avdenoise_vs._cuda import _placement
-from avdenoise_vs.warmup import kernel_key, warm_up
+from avdenoise_vs import _safefiles
+from avdenoise_vs._cuda import placement as _placement
+from avdenoise_vs._warmup import cache as _warmup_cache
+from avdenoise_vs._warmup import queue as warmup
+from avdenoise_vs._warmup.queue import kernel_key, warm_up
 
 from .fake_cuda_backend import FakeCuda, first_plane, random_clip
 

@@ -7,11 +7,9 @@ import pickle
 
 import pytest
 
-from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
 from avdenoise_vs._params import ALGORITHMS, BM3D_PARAMS, DENOISE_PARAMS
-from avdenoise_vs._paramspec import parse_arguments
-from avdenoise_vs._passes import plan_bm3d_passes, plan_passes
-from avdenoise_vs._settings import (
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import (
     Algorithm,
     Bm3dSettings,
     NlmSettings,
@@ -19,6 +17,8 @@ from avdenoise_vs._settings import (
     PassSettings,
     Stages,
 )
+from avdenoise_vs._params.spec import parse_arguments
+from avdenoise_vs._plugin.passes import plan_bm3d_passes, plan_passes
 
 __all__: list[str] = []
 

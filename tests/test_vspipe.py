@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs._devload import plugin_installed
+from avdenoise_vs._plugin.devload import plugin_installed
 
 SCRIPT = """
 import vapoursynth as vs

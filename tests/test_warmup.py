@@ -28,8 +28,9 @@ from _process_helpers import ENVIRONMENT, FakeSpec
 from _process_helpers import key as _key
 from _process_helpers import paths as _paths
 
-from avdenoise_vs import _version, warmup
-from avdenoise_vs.warmup import WarmUp, kernel_key, warm_up
+from avdenoise_vs import _version
+from avdenoise_vs._warmup import queue as warmup
+from avdenoise_vs._warmup.queue import WarmUp, kernel_key, warm_up
 
 __all__: list[str] = []
 
@@ -54,7 +55,7 @@ def test_same_settings_give_the_same_key() -> None:
 def _key_in_a_fresh_process() -> tuple[str, str]:
     """The reference key and environment of a new interpreter, as an Av1an worker makes them."""
     code = (
-        "import sys, _process_helpers as h; from avdenoise_vs.warmup import "
+        "import sys, _process_helpers as h; from avdenoise_vs._warmup.queue import "
         "environment_fingerprint as f; print('cupy' in sys.modules); "
         "print(f'{h.reference_key():032x}'); print(f())"
     )
@@ -275,7 +276,7 @@ def test_failing_work_ahead_only_costs_the_head_start(cache: Path, caplog) -> No
         raise RuntimeError("no NVRTC")
 
     calls: list[int] = []
-    caplog.set_level(logging.DEBUG, logger="avdenoise_vs.warmup")
+    caplog.set_level(logging.DEBUG, logger="avdenoise_vs._warmup.queue")
     outcome = warm_up(_key(), lambda: calls.append(1), ahead=broken, cache_dir=cache)
     assert outcome.ok and outcome.queued and calls == [1]
     assert _paths(cache, _key())[1].exists()

@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from avdenoise_vs import _version, _warmup_cache, _warmup_files, warmup
-from avdenoise_vs.warmup import WarmUp, kernel_key, warm_up
+from avdenoise_vs import _version
+from avdenoise_vs._warmup import cache as _warmup_cache
+from avdenoise_vs._warmup import files as _warmup_files
+from avdenoise_vs._warmup import queue as warmup
+from avdenoise_vs._warmup.queue import WarmUp, kernel_key, warm_up
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -154,7 +157,7 @@ def test_an_empty_cupy_cache_dir_is_no_directory(
 ) -> None:
     """Not the working folder, which ``Path("")`` is: nothing of the queue or the device
     claims may land there."""
-    from avdenoise_vs._cuda import _placement
+    from avdenoise_vs._cuda import placement as _placement
 
     monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
     monkeypatch.delitem(sys.modules, "cupy", raising=False)
@@ -263,7 +266,7 @@ def test_unopenable_lock_still_sees_a_stamp_written_meanwhile(
 _WARM_UP_CHILD = textwrap.dedent(
     """
     import gc, sys
-    from avdenoise_vs.warmup import WarmUp, warm_up
+    from avdenoise_vs._warmup.queue import WarmUp, warm_up
     cache = sys.argv[1]
     assert warm_up(1, lambda: None, cache_dir=cache).queued
     assert not warm_up(2, lambda: 1 / 0, cache_dir=cache).ok

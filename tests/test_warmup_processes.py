@@ -22,7 +22,7 @@ from _process_helpers import key as _key
 from _process_helpers import paths as _paths
 from _process_helpers import reaping, recorded
 
-from avdenoise_vs.warmup import WarmUp, warm_up
+from avdenoise_vs._warmup.queue import WarmUp, warm_up
 
 __all__: list[str] = []
 

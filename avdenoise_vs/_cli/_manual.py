@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any, Final
 
-from avdenoise_vs._paramspec import Choice, Param, Pattern, Range
+from avdenoise_vs._params.spec import Choice, Param, Pattern, Range
 
 __all__ = ["denoise_option", "filled", "option_help"]
 

@@ -1,8 +1,8 @@
 """What ``prewarm`` read from the warm-up report of its own process, and how it says it.
 
 The queue writes ``<outcome>-<pid>`` files of kernel keys and a ``phases-<pid>`` file in which
-``_backends`` notes each filter's backend (``backend-cuda``, ``backend-cpu``); see
-`avdenoise_vs._warmup_report`.
+``_backends.select`` notes each filter's backend (``backend-cuda``, ``backend-cpu``); see
+`avdenoise_vs._warmup.report`.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def read_outcomes(report: Path, pid: int) -> tuple[dict[str, int], list[Outcome]
     (dict, list of Outcome)
         Filters per backend name, and one outcome per kernel key in the order first seen.
     """
-    from avdenoise_vs import _warmup_cache
+    from avdenoise_vs._warmup import cache as _warmup_cache
 
     backends: dict[str, int] = {}
     for line in _lines(report / f"phases-{pid}"):

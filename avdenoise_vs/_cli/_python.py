@@ -67,7 +67,7 @@ def probe_vapoursynth() -> dict[str, Any]:
         ``plugin_version``, ``editable`` (the bridge is built inside the package, not installed
         where VapourSynth autoloads plugins) and ``error``.
     """
-    from avdenoise_vs import _devload
+    from avdenoise_vs._plugin import devload as _devload
 
     info: dict[str, Any] = {"installed": False, "version": None, "registered": False}
     info.update(plugin_path=None, plugin_version=None, api=None, error=None)
@@ -210,7 +210,7 @@ def probe_cache_dir() -> dict[str, Any]:
         ``CUPY_CACHE_DIR``, ``default`` or ``in-memory``), ``exists``, ``writable`` (for a
         directory not yet made: whether its nearest existing parent is) and ``error``.
     """
-    from avdenoise_vs import _warmup_cache
+    from avdenoise_vs._warmup import cache as _warmup_cache
 
     info: dict[str, Any] = {"directory": None, "origin": None, "exists": False}
     info.update(writable=None, error=None)

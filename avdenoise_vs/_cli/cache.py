@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from avdenoise_vs import _warmup_cache
 from avdenoise_vs._cli._cachedir import CacheListing, human_bytes, scan, spec_summary
 from avdenoise_vs._cli._manual import filled, option_help
 from avdenoise_vs._safefiles import remove_file
+from avdenoise_vs._warmup import cache as _warmup_cache
 
 __all__ = ["add_parser", "recognised", "resolve_dir", "run"]
 
@@ -321,7 +321,7 @@ def _remove_lock(path: Path, done: _Cleared) -> None:
     """
     import filelock
 
-    from avdenoise_vs._warmup_files import new_lock
+    from avdenoise_vs._warmup.files import new_lock
 
     lock = new_lock(path)
     try:

@@ -25,7 +25,7 @@ from avdenoise_vs._cli._locks import held_locks, lock_lines, lock_problems
 from avdenoise_vs._cli._manual import option_help
 from avdenoise_vs._errors import one_line
 from avdenoise_vs._install import CUPY, VAPOURSYNTH, cupy_install, pip_install
-from avdenoise_vs._warmup_cache import EMPTY_FIX, EMPTY_ORIGIN, EMPTY_WHY, configured_wait_s
+from avdenoise_vs._warmup.cache import EMPTY_FIX, EMPTY_ORIGIN, EMPTY_WHY, configured_wait_s
 
 __all__ = ["add_parser", "collect", "find_problems", "render", "run"]
 

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from avdenoise_vs._backends.pending import settle_all
 from avdenoise_vs._cli._manual import denoise_option, option_help
 from avdenoise_vs._cli._prewarm_report import read_outcomes, summary_lines
-from avdenoise_vs._pending import settle_all
 
 __all__ = ["add_parser", "denoise_on_blank_clip", "prewarm", "run", "run_script"]
 
@@ -222,7 +222,7 @@ def prewarm(build: Callable[[], int]) -> dict[str, Any]:
     """
     import vapoursynth as vs
 
-    from avdenoise_vs._warmup_report import REPORT_ENV
+    from avdenoise_vs._warmup.report import REPORT_ENV
 
     messages: list[str] = []
 
@@ -249,7 +249,7 @@ def prewarm(build: Callable[[], int]) -> dict[str, Any]:
                 os.environ[REPORT_ENV] = previous
         backends, kernels = read_outcomes(Path(report), os.getpid())
     # The queue cannot tell a failed compile from a good one (the warm-up never fails a
-    # filter); _backends' warning in VapourSynth's log can.
+    # filter); _backends.select' warning in VapourSynth's log can.
     failed = any(kernel.failed for kernel in kernels) or any(
         "warming up the" in text and "backend failed" in text for text in messages
     )

@@ -1,9 +1,9 @@
 /*
  * avdenoise VapourSynth bridge: registers the `avdenoise` namespace and forwards every call to
- * Python (`avdenoise_vs._bridge`). It knows nothing about denoising: it converts arguments,
+ * Python (`avdenoise_vs._plugin.bridge`). It knows nothing about denoising: it converts arguments,
  * requests the temporal window of frames, allocates the output frame and reports errors.
  *
- * Python side contract (see avdenoise_vs/_bridge.py):
+ * Python side contract (see avdenoise_vs/_plugin/bridge.py):
  *   plugin_functions() -> [(name, vs_args_signature), ...]
  *   create(name, args: dict[str, list]) -> plan     (clips arrive as dicts of their video info)
  *   plan.inputs: tuple[str, ...]   argument names of the clips whose windows are requested;
@@ -34,7 +34,7 @@
 #include "host_step.h"
 #include "values.h"
 
-#define BRIDGE_MODULE "avdenoise_vs._bridge"
+#define BRIDGE_MODULE "avdenoise_vs._plugin.bridge"
 #define MAX_WINDOW 65
 
 static unsigned long long last_filter_id; /* assigned under the GIL */

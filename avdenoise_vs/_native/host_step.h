@@ -4,7 +4,7 @@
  * see docs/BENCHMARKS.md). It launches nothing itself: it waits on a function the plan names
  * (the driver's stream synchronisation) and copies planes between VapourSynth's frames and
  * buffers the plan owns. bridge.c calls it; the plans that return host steps are the CUDA
- * backend's (avdenoise_vs/_cuda/_transfer/staged.py).
+ * backend's (avdenoise_vs/_cuda/transfer/staged.py).
  *
  * What Python hands over: plan.process returns None (the frame is done) or the tuple
  *   (wait_address, wait_argument, out_copies, next_staging[, done_address])

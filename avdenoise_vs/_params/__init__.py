@@ -8,7 +8,7 @@ of the drop-ins (NLMeans, BM3D), derived from it.
 
 from __future__ import annotations
 
-from .denoise import (
+from avdenoise_vs._params.denoise import (
     ACCELERATORS,
     ALGORITHMS,
     CHANNELS,
@@ -16,7 +16,7 @@ from .denoise import (
     MAX_SETTING,
     MIN_STRENGTH,
 )
-from .dropin import BM3D_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
+from avdenoise_vs._params.dropin import BM3D_PARAMS, KNLM_CHANNELS, NLMEANS_PARAMS
 
 __all__ = [
     "ACCELERATORS",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .._options import WeightMode
-from .._paramspec import Choice, Param, Pattern, Range
-from .._settings import Algorithm
+from avdenoise_vs._params.options import WeightMode
+from avdenoise_vs._params.settings import Algorithm
+from avdenoise_vs._params.spec import Choice, Param, Pattern, Range
 
 __all__ = [
     "ACCELERATORS",

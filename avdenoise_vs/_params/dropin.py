@@ -2,7 +2,7 @@
 (BM3DCUDA's), each parameter derived from Denoise's where the meaning is the same.
 
 Every parameter but the ignored ones says which Denoise parameter it sets and how
-(``maps_to``, a :class:`~.._paramspec.MapsTo`): ``_translate.py`` applies that translation,
+(``maps_to``, a :class:`~.._paramspec.MapsTo`): ``_params/translate.py`` applies that translation,
 and the docs' aliases are its words.
 """
 
@@ -10,9 +10,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .._device_choice import DeviceChoice
-from .._paramspec import Choice, MapsTo, Param, Range
-from .denoise import _BM3D_REF_DOC, _NLM_REF_DOC, DEFAULT_STRENGTH, DENOISE_PARAMS, MAX_SETTING
+from avdenoise_vs._params.denoise import (
+    _BM3D_REF_DOC,
+    _NLM_REF_DOC,
+    DEFAULT_STRENGTH,
+    DENOISE_PARAMS,
+    MAX_SETTING,
+)
+from avdenoise_vs._params.device_choice import DeviceChoice
+from avdenoise_vs._params.spec import Choice, MapsTo, Param, Range
 
 __all__ = ["BM3D_PARAMS", "KNLM_CHANNELS", "NLMEANS_PARAMS"]
 
@@ -180,7 +186,7 @@ BM3D_PARAMS: tuple[Param, ...] = (
     ),
     _as("lambda_ht", "lambda_ht", doc=_as("lambda_ht", "x").doc + " Not used with `ref`."),
     _as("mismatch_scale", "mismatch_scale"),
-    # Read once into a device and a number, as Denoise's own (``_translate.py``).
+    # Read once into a device and a number, as Denoise's own (``_params/translate.py``).
     _maps(_as("device", "device"), MapsTo("device", convert=DeviceChoice.parse)),
     _as("accelerators", "accelerators"),
 )

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from avdenoise_vs._reference.bm3d import bm3d
-from avdenoise_vs._reference.vbm3d import FrameList, vbm3d
+from avdenoise_vs._bm3d.reference.bm3d import bm3d
+from avdenoise_vs._bm3d.reference.vbm3d import FrameList, vbm3d
 
 __all__ = ["BACKENDS", "OPP", "Backend"]
 
@@ -224,7 +224,7 @@ def _vsbm3d(core, clip, sigma, radius, chroma):
 
 BACKENDS: dict[str, Backend] = {
     "reference": Backend(
-        about="the NumPy reference (`avdenoise_vs._reference`): defaults block_step 3, "
+        about="the NumPy reference (`avdenoise_vs._backends.reference`): defaults block_step 3, "
         "bm_range 19, groups of 16/32, lambda 2.7; colour = CBM3D in OPP; sequences = the "
         "clip-level V-BM3D of `vbm3d.py`, two stages",
         image=_reference_image,

@@ -144,7 +144,7 @@ def markdown(image_rows, video_rows, backends, radii, args, notes) -> str:
                 f"frames n - 4r .. n + 4r, so every radius up to {max(radii)} sees full windows "
                 "(no clamping at the clip ends). Each frame's estimate aggregates the groups of "
                 "every frame of its window, each matched across its own window (V-BM3D over a "
-                "clip, `avdenoise_vs/_reference/vbm3d.py`). Radius 0 is spatial BM3D.", "",
+                "clip, `avdenoise_vs/_bm3d/reference/vbm3d.py`). Radius 0 is spatial BM3D.", "",
                 "| image | motion | sigma | noisy | " + " | ".join(f"{b} r={r}" for b, r in cols)
                 + " |", "|---|---|---|---|" + "---|" * len(cols)]  # fmt: skip
         for r in video_rows:

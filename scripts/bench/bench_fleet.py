@@ -27,7 +27,7 @@ the ceiling of this harness: the source and the pipes, which at 1080p float carr
 frame.
 
 Several GPUs: ``--gpus N`` (N > 1) shows every worker the first N GPUs (``CUDA_VISIBLE_DEVICES``).
-Ours gets no device index and places itself (``avdenoise_vs/_cuda/_placement.py``); the rivals,
+Ours gets no device index and places itself (``avdenoise_vs/_cuda/placement.py``); the rivals,
 which would all run on device 0, get ``device_id`` round-robin by worker. GPU memory is then
 also summed per GPU, with the workers seen on each. ``--gpus 1`` (the default) passes no device
 and leaves ``CUDA_VISIBLE_DEVICES`` alone.

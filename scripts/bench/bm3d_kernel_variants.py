@@ -51,7 +51,7 @@ def apply_variant(variant: str) -> None:
     """Set the switches and patch the device code of the imported package for `variant`."""
     if variant == "plain":
         return
-    from avdenoise_vs._cuda import _bm3d_source as source
+    from avdenoise_vs._bm3d.cuda import source
 
     options = dict(item.split("=") for item in variant.split(","))
     if options.get("dense") == "1":
@@ -68,8 +68,8 @@ def apply_variant(variant: str) -> None:
 
 def configs(check) -> dict:
     """gpu_bm3d_check's configurations and Denoise's default step and search at radius 0."""
-    from avdenoise_vs._options import Distance
-    from avdenoise_vs._settings import Bm3dSettings, Stages
+    from avdenoise_vs._params.options import Distance
+    from avdenoise_vs._params.settings import Bm3dSettings, Stages
 
     step3 = Bm3dSettings(
         planes=(0,), distance=Distance.LUMA, plane_strengths=(3.0,), radius=0,
@@ -84,7 +84,7 @@ def measure(variant: str, names: list[str], out: str) -> None:
     from _clips import SyntheticClip, run
     from _gpu_timing import load_cupy, throughput
 
-    from avdenoise_vs._cuda.backend import CudaBackend
+    from avdenoise_vs._backends.cuda.backend import CudaBackend
 
     check.cupy = load_cupy()
     table = configs(check)

@@ -11,8 +11,8 @@ Run from the repository root (the CPU columns, the default backends; about 10 mi
 Backends (:data:`BACKENDS`):
 
 reference
-    The NumPy reference: :func:`~avdenoise_vs._reference.bm3d.bm3d` for still pictures
-    (CBM3D in OPP for colour) and :func:`~avdenoise_vs._reference.vbm3d.vbm3d`, the clip-level
+    The NumPy reference: :func:`~avdenoise_vs._bm3d.reference.bm3d.bm3d` for still pictures
+    (CBM3D in OPP for colour) and :func:`~avdenoise_vs._bm3d.reference.vbm3d.vbm3d`, the clip-level
     V-BM3D that ``Denoise`` follows, for sequences (radius 0 is spatial BM3D).
 tampere
     The Tampere ``bm3d`` package, profile "np" (``bm3d_rgb`` for colour); still pictures only.

@@ -20,7 +20,7 @@ import vapoursynth as vs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from avdenoise_vs._reference.bm3d import bm3d
+from avdenoise_vs._bm3d.reference.bm3d import bm3d
 from avdenoise_vs.sample import _picture
 
 SIZE = 128

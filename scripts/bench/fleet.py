@@ -7,7 +7,7 @@ warm-up queue every worker compiles the same kernels.
 
 Per worker it reports the time to the first frame (first y4m ``FRAME`` header on the pipe),
 the wall time, the CPU seconds of the vspipe process and what the warm-up queue did for it
-(read from the files ``avdenoise_vs.warmup`` writes into ``AVDENOISE_WARMUP_REPORT``, one
+(read from the files ``avdenoise_vs._warmup.queue`` writes into ``AVDENOISE_WARMUP_REPORT``, one
 folder per worker): ``compiled`` (compiled under the queue's lock), ``self`` (gave up waiting
 and compiled anyway), ``waited``, ``warm`` or ``unqueued``. A worker counts as compiling when
 it reports ``compiled`` or ``self``. The same files say when each worker's GPU filter reached

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "cuda"))
 from _clips import SyntheticClip, layout
 from _gpu_timing import load_cupy, throughput
 
-from avdenoise_vs._cuda.backend import CudaBackend
-from avdenoise_vs._options import Distance
-from avdenoise_vs._settings import Bm3dSettings, Stages
+from avdenoise_vs._backends.cuda.backend import CudaBackend
+from avdenoise_vs._params.options import Distance
+from avdenoise_vs._params.settings import Bm3dSettings, Stages
 
 HD = dict(width=1920, height=1080)
 

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "cuda"))
 from _clips import SyntheticClip, layout, lumachroma, options, run
 from _gpu_timing import gil_held_us, gpu_ms, load_cupy, throughput
 
-from avdenoise_vs._cuda.backend import CudaBackend
-from avdenoise_vs._options import Distance, WeightMode
-from avdenoise_vs._reference.backend import NumpyBackend
+from avdenoise_vs._backends.cuda.backend import CudaBackend
+from avdenoise_vs._backends.reference import NumpyBackend
+from avdenoise_vs._params.options import Distance, WeightMode
 
 PARITY = [
     (
@@ -136,8 +136,8 @@ def parity() -> list[tuple[str, float, str]]:
 
 def kernel_variants(fmt, passes, repeats: int = 30) -> list[tuple[str, float, int, int]]:
     """(tile, ms per launch, registers, local bytes) of one pass at each tile height."""
-    from avdenoise_vs._cuda._kernels import get_nlm_main_kernel
-    from avdenoise_vs._cuda.nlm import NlmPass
+    from avdenoise_vs._cuda.kernels import get_nlm_main_kernel
+    from avdenoise_vs._nlm.cuda.nlm_pass import NlmPass
 
     options_ = passes[0]
     h, w = fmt.plane_shape(options_.planes[0])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs import _warmup_files
 from avdenoise_vs._cli import _gpu, doctor, main
+from avdenoise_vs._warmup import files as _warmup_files
 
 __all__: list[str] = []
 
@@ -256,7 +256,7 @@ def test_cache_vapoursynth_and_filelock_problems() -> None:
 
 def test_an_empty_cupy_cache_dir_is_the_problem_not_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
     """CuPy 14 fails at import with it; reinstalling CuPy would not help."""
-    from avdenoise_vs._warmup_cache import EMPTY_ORIGIN
+    from avdenoise_vs._warmup.cache import EMPTY_ORIGIN
 
     monkeypatch.setenv("CUPY_CACHE_DIR", "")
     error = "FileNotFoundError: [Errno 2] No such file or directory: ''"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs import _devload
 from avdenoise_vs._cli import _gpu, _python, doctor
+from avdenoise_vs._plugin import devload as _devload
 
 __all__: list[str] = []
 

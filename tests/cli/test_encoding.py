@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs import _warmup_files
+from avdenoise_vs._warmup import files as _warmup_files
 
 __all__: list[str] = []
 

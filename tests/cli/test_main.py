@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from avdenoise_vs._cli import build_parser, main
-from avdenoise_vs._devload import plugin_installed
+from avdenoise_vs._plugin.devload import plugin_installed
 
 __all__: list[str] = []
 

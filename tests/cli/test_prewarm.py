@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs import _warmup_cache
+from avdenoise_vs._backends.cuda import backend as cuda_backend
+from avdenoise_vs._backends.reference import NumpyBackend
 from avdenoise_vs._cli import main
-from avdenoise_vs._cuda import backend as cuda_backend
-from avdenoise_vs._reference.backend import NumpyBackend
+from avdenoise_vs._warmup import cache as _warmup_cache
 
 vs = pytest.importorskip("vapoursynth")
 

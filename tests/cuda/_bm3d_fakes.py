@@ -1,7 +1,7 @@
 """Fakes that run a BM3D pass's real schedule without a GPU (no CuPy needed).
 
 Fake slots and fake CUDA calls (launches recorded, not run) stand in for CuPy: the schedules
-(``avdenoise_vs/_cuda/_bm3d_schedule.py``, ``_vbm3d_schedule.py``) run as they are and the
+(``avdenoise_vs/_bm3d/cuda/schedule.py``, ``_vbm3d_schedule.py``) run as they are and the
 :class:`Recorder` sees every launch, with a copy of its argument record, in issue order.
 """
 
@@ -11,11 +11,13 @@ import itertools
 import threading
 from types import SimpleNamespace
 
-from avdenoise_vs._cuda import _bm3d_workspace, _cache, _vbm3d_schedule
-from avdenoise_vs._cuda import bm3d as gpu_bm3d
-from avdenoise_vs._cuda._bm3d_source import BM3D_KERNELS
-from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType
-from avdenoise_vs._settings import Bm3dSettings, Stages
+from avdenoise_vs._bm3d.cuda import bm3d_pass as gpu_bm3d
+from avdenoise_vs._bm3d.cuda import vbm3d_schedule as _vbm3d_schedule
+from avdenoise_vs._bm3d.cuda import workspace as _bm3d_workspace
+from avdenoise_vs._bm3d.cuda.source import BM3D_KERNELS
+from avdenoise_vs._cuda import frame_cache as _cache
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType
+from avdenoise_vs._params.settings import Bm3dSettings, Stages
 
 __all__ = [
     "LENGTH",

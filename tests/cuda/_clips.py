@@ -7,14 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from avdenoise_vs._options import (
-    ColorFamily,
-    Distance,
-    FrameLayout,
-    SampleType,
-    WeightMode,
-)
-from avdenoise_vs._settings import NlmSettings
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import NlmSettings
 
 __all__ = [
     "SyntheticClip",

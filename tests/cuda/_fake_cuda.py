@@ -14,11 +14,11 @@ import types
 
 import numpy as np
 
-from avdenoise_vs._cuda import _cache as cuda_cache
-from avdenoise_vs._cuda import backend as cuda_backend
-from avdenoise_vs._cuda import nlm as cuda_nlm
-from avdenoise_vs._cuda.nlm import args_dtype
-from avdenoise_vs._options import FrameLayout
+from avdenoise_vs._backends.cuda import backend as cuda_backend
+from avdenoise_vs._cuda import frame_cache as cuda_cache
+from avdenoise_vs._nlm.cuda import nlm_pass as cuda_nlm
+from avdenoise_vs._nlm.cuda.nlm_pass import args_dtype
+from avdenoise_vs._params.options import FrameLayout
 
 __all__ = ["LENGTH", "Bridge", "expected", "install", "make_frames", "process",
            "render_in_threads", "window_max_kernel"]  # fmt: skip

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs._cuda import _ahead
+from avdenoise_vs._backends.cuda import ahead as _ahead
 
 from .test_warmup_key import BM3D, NLM, _layout, _spec
 
 __all__: list[str] = []
 
-_KERNELS = "avdenoise_vs._cuda._kernels"
+_KERNELS = "avdenoise_vs._cuda.kernels"
 _REAL_CUPY = importlib.util.find_spec("cupy") is not None
 
 
@@ -96,7 +96,7 @@ def test_each_module_goes_to_cupys_compile_as_its_kernel_would(fake_cupy):
     kernels, compile_with_cache = fake_cupy()
     specs = [_spec(NLM, _layout()), _spec(BM3D, _layout(bits=32))]
     ahead = _ahead.CompileAhead(sys.modules["cupy"], specs, 0)
-    modules = [m for spec in specs for m in kernels.module_sources(spec)]
+    modules = [m for spec in specs for m in spec.modules()]
     assert ahead.wait() == len(modules) == 1 + len(specs[1].kernels)
     expected = {(m.source, m.options, "90", False) for m in modules}
     assert set(compile_with_cache.calls) == expected
@@ -118,7 +118,7 @@ def test_a_cupy_without_those_internals_gets_no_head_start(fake_cupy):
 _GPU_SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from avdenoise_vs._cuda.backend import CudaBackend
+    from avdenoise_vs._backends.cuda.backend import CudaBackend
     from tests.cuda.test_warmup_key import BM3D, NLM, _layout
 
     def cached():
@@ -132,7 +132,7 @@ _GPU_SCRIPT = textwrap.dedent(
         ahead = cached()
         backend.warm_up()
         report[name] = {"reached": reached, "ahead": ahead, "after": cached()}
-    from avdenoise_vs.warmup import environment_fingerprint
+    from avdenoise_vs._warmup.queue import environment_fingerprint
     json.dump({"environment": environment_fingerprint(0), "kernels": report}, sys.stdout)
     """
 )
@@ -166,7 +166,8 @@ def test_a_fresh_process_names_the_architecture_in_its_key():
 
     cupy = require_cuda()
     code = (
-        "from avdenoise_vs.warmup import environment_fingerprint as f; print(f(None)); print(f(0))"
+        "from avdenoise_vs._warmup.queue import environment_fingerprint as f;"
+        " print(f(None)); print(f(0))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,

@@ -2,7 +2,8 @@
 
 A fake ``cupy`` keeps "device" memory in host buffers and copies with ``ctypes.memmove``, and
 a fake NLM kernel writes, for every pixel of the pass's planes, the largest sample of its
-temporal window (``_fake_cuda.py``). The real :class:`~avdenoise_vs._cuda.backend.CudaBackend`
+temporal window (``_fake_cuda.py``). The real
+:class:`~avdenoise_vs._backends.cuda.backend.CudaBackend`
 then runs the bridge's frame protocol, so what CI checks here is the pointer arithmetic (plane
 offsets and pitches, chroma planes, staging buffers), the window's slots in time order, that
 each source frame crosses the bus once, and every transfer strategy (``_cuda/_transfer/``).
@@ -18,16 +19,10 @@ import types
 import numpy as np
 import pytest
 
-from avdenoise_vs._cuda import backend as cuda_backend
-from avdenoise_vs._cuda import nlm as cuda_nlm
-from avdenoise_vs._options import (
-    ColorFamily,
-    Distance,
-    FrameLayout,
-    SampleType,
-    WeightMode,
-)
-from avdenoise_vs._settings import Bm3dSettings, NlmSettings, Stages
+from avdenoise_vs._backends.cuda import backend as cuda_backend
+from avdenoise_vs._nlm.cuda import nlm_pass as cuda_nlm
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import Bm3dSettings, NlmSettings, Stages
 
 from ._fake_cuda import (
     LENGTH,
@@ -313,7 +308,7 @@ def _flaky_kernels(monkeypatch, calls, npass, failures: int) -> list:
     attempts: list = []
     handle = id(npass)
     calls.kernels[handle] = window_max_kernel(npass, np.dtype(npass.spec.dtype))
-    factory = types.ModuleType("avdenoise_vs._cuda._kernels")
+    factory = types.ModuleType("avdenoise_vs._cuda.kernels")
     factory.get_nlm_main_kernel = lambda spec: _FlakyKernel(handle, failures, attempts)
     monkeypatch.setitem(sys.modules, factory.__name__, factory)
     monkeypatch.setattr(cuda_nlm.NlmPass, "_load", _REAL_NLM_LOAD)
@@ -369,8 +364,8 @@ def test_second_compile_failure_is_a_frame_error(fake_cuda, monkeypatch):
 
 
 def test_failed_bm3d_compile_leaves_the_pass_retryable(monkeypatch):
-    from avdenoise_vs._cuda import bm3d as cuda_bm3d
-    from avdenoise_vs._cuda._bm3d_source import BM3D_KERNELS
+    from avdenoise_vs._bm3d.cuda import bm3d_pass as cuda_bm3d
+    from avdenoise_vs._bm3d.cuda.source import BM3D_KERNELS
 
     layout = FrameLayout(32, 24, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
     options = Bm3dSettings(
@@ -387,7 +382,7 @@ def test_failed_bm3d_compile_leaves_the_pass_retryable(monkeypatch):
             raise RuntimeError("fake NVRTC failure")
         return {name: _FlakyKernel(i, 0, []) for i, name in enumerate(BM3D_KERNELS)}
 
-    factory = types.ModuleType("avdenoise_vs._cuda._kernels")
+    factory = types.ModuleType("avdenoise_vs._cuda.kernels")
     factory.get_bm3d_kernels = get_bm3d_kernels
     monkeypatch.setitem(sys.modules, factory.__name__, factory)
     monkeypatch.setattr(cuda_bm3d, "cuda_calls", lambda: None)

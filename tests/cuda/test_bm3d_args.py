@@ -1,6 +1,6 @@
 """The host image of the BM3D kernels' argument struct, checked against the C source.
 
-``bm3d_args_dtype`` (``avdenoise_vs/_cuda/_bm3d_args.py``) must lay out ``struct Bm3dArgs``
+``bm3d_args_dtype`` (``avdenoise_vs/_bm3d/cuda/args.py``) must lay out ``struct Bm3dArgs``
 (bm3d_common.cuh) byte for byte: the kernels read the record NumPy builds. The struct is
 parsed from the shipped source and laid out by C's rules (each member at the next multiple
 of its alignment, the size a multiple of the largest), so that neither side can drift alone.
@@ -16,8 +16,8 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from avdenoise_vs._cuda._bm3d_args import bm3d_args_dtype
-from avdenoise_vs._cuda._calls import KernelArgs
+from avdenoise_vs._bm3d.cuda.args import bm3d_args_dtype
+from avdenoise_vs._cuda.calls import KernelArgs
 
 __all__: list[str] = []
 
@@ -29,7 +29,7 @@ _DECLARATOR = re.compile(r"(\w+)((?:\[\w+\])*)")
 
 def _struct_members(window: int) -> list[tuple[str, type, tuple[int, ...]]]:
     """``(name, NumPy type, shape)`` of each member of ``struct Bm3dArgs``, in order."""
-    text = resources.files("avdenoise_vs._cuda").joinpath("bm3d_common.cuh").read_text()
+    text = resources.files("avdenoise_vs._bm3d.cuda").joinpath("bm3d_common.cuh").read_text()
     body = re.search(r"struct Bm3dArgs \{(.*?)\n\};", text, re.S).group(1)
     body = re.sub(r"//[^\n]*", "", body)
     members = []

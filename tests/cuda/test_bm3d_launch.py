@@ -1,6 +1,6 @@
 """The BM3D stage kernels' launches: tiles, grids, shared memory and tile sums.
 
-``avdenoise_vs/_cuda/_bm3d_launch.py`` picks them from the pass's spec; the kernels
+``avdenoise_vs/_bm3d/cuda/launch.py`` picks them from the pass's spec; the kernels
 (bm3d_stage.cuh, bm3d_tile.cuh) trust the grid to cover every reference block and the shared
 memory to hold the tile's sums. No GPU needed.
 """
@@ -11,11 +11,11 @@ import math
 
 import pytest
 
-from avdenoise_vs._cuda._bm3d_args import Bm3dRecords, reference_count
-from avdenoise_vs._cuda._bm3d_launch import fit_tiles, stage_launches
-from avdenoise_vs._cuda._bm3d_source import BM3D_TILES, Bm3dSpec
-from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType
-from avdenoise_vs._settings import Bm3dSettings, Stages
+from avdenoise_vs._bm3d.cuda.args import Bm3dRecords, reference_count
+from avdenoise_vs._bm3d.cuda.launch import fit_tiles, stage_launches
+from avdenoise_vs._bm3d.cuda.source import BM3D_TILES, Bm3dSpec
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType
+from avdenoise_vs._params.settings import Bm3dSettings, Stages
 
 __all__: list[str] = []
 

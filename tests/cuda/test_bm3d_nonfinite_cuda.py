@@ -21,10 +21,10 @@ from ._gpu import require_cuda
 
 require_cuda()
 
-from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
-from avdenoise_vs._options import Distance  # noqa: E402
-from avdenoise_vs._reference.backend import NumpyBackend  # noqa: E402
-from avdenoise_vs._settings import Stages  # noqa: E402
+from avdenoise_vs._backends.cuda.backend import CudaBackend  # noqa: E402
+from avdenoise_vs._backends.reference import NumpyBackend  # noqa: E402
+from avdenoise_vs._params.options import Distance  # noqa: E402
+from avdenoise_vs._params.settings import Stages  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 

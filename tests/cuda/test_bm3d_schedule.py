@@ -1,6 +1,6 @@
 """The spatial schedule of the CUDA BM3D pass, and what every finish reads, without a GPU.
 
-``Bm3dPass`` hands each frame to its schedule (``avdenoise_vs/_cuda/_bm3d_schedule.py`` for
+``Bm3dPass`` hands each frame to its schedule (``avdenoise_vs/_bm3d/cuda/schedule.py`` for
 radius 0); here the fakes of ``_bm3d_fakes.py`` record the launches instead of running them.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from avdenoise_vs._options import SampleType
+from avdenoise_vs._params.options import SampleType
 
 from . import _bm3d_fakes as fakes
 from ._bm3d_fakes import LENGTH, render

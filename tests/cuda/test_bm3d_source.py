@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from avdenoise_vs._cuda._bm3d_source import (
+from avdenoise_vs._bm3d.cuda.source import (
     BM3D_KERNELS,
     BM3D_PARTS,
     Bm3dSpec,
@@ -85,7 +85,7 @@ def test_unknown_kernels_are_refused():
 
 def test_source_is_the_parts_in_order():
     """The device code is every shipped part once, in BM3D_PARTS order, each whole lines."""
-    files = resources.files("avdenoise_vs._cuda")
+    files = resources.files("avdenoise_vs._bm3d.cuda")
     shipped = sorted(p.name for p in files.iterdir() if re.fullmatch(r"bm3d_\w+\.cuh", p.name))
     assert sorted(BM3D_PARTS) == shipped
     parts = [files.joinpath(part).read_text(encoding="utf-8") for part in BM3D_PARTS]

@@ -12,7 +12,7 @@ from ._gpu import require_cuda
 
 cupy = require_cuda()
 
-from avdenoise_vs._cuda._calls import HeldCalls, KernelArgs  # noqa: E402
+from avdenoise_vs._cuda.calls import HeldCalls, KernelArgs  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -6,7 +6,7 @@ import ctypes
 
 import pytest
 
-from avdenoise_vs._cuda import _context
+from avdenoise_vs._cuda import context as _context
 
 
 class FakeDriver:

@@ -11,11 +11,12 @@ import types
 
 import pytest
 
-from avdenoise_vs._cuda import _context, _device
+from avdenoise_vs._backends.cuda import device as _device
+from avdenoise_vs._cuda import context as _context
 from avdenoise_vs._environment import CudaTuning
 from avdenoise_vs._errors import BackendUnavailable
-from avdenoise_vs._options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
-from avdenoise_vs._settings import Bm3dSettings, NlmSettings, Stages
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import Bm3dSettings, NlmSettings, Stages
 
 __all__: list[str] = []
 

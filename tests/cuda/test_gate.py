@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from avdenoise_vs._cuda._gate import GpuGate
+from avdenoise_vs._cuda.gate import GpuGate
 
 
 class _Buffer:

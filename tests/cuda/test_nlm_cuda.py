@@ -18,9 +18,9 @@ from ._gpu import require_cuda
 
 require_cuda()
 
-from avdenoise_vs._cuda.backend import CudaBackend  # noqa: E402
-from avdenoise_vs._options import Distance, WeightMode  # noqa: E402
-from avdenoise_vs._reference.backend import NumpyBackend  # noqa: E402
+from avdenoise_vs._backends.cuda.backend import CudaBackend  # noqa: E402
+from avdenoise_vs._backends.reference import NumpyBackend  # noqa: E402
+from avdenoise_vs._params.options import Distance, WeightMode  # noqa: E402
 
 # tests/cuda is not a package: a top-level 'cuda' package would shadow NVIDIA's, which CuPy uses.
 sys.path.insert(0, str(Path(__file__).parent))

@@ -13,17 +13,11 @@ import sys
 
 import pytest
 
-from avdenoise_vs._cuda._source import NlmSpec, nlm_kernel_name, nlm_shared_bytes, nlm_source
-from avdenoise_vs._cuda.nlm import args_dtype, choose_tile_height
 from avdenoise_vs._errors import BackendUnavailable
-from avdenoise_vs._options import (
-    ColorFamily,
-    Distance,
-    FrameLayout,
-    SampleType,
-    WeightMode,
-)
-from avdenoise_vs._settings import NlmSettings
+from avdenoise_vs._nlm.cuda.nlm_pass import args_dtype, choose_tile_height
+from avdenoise_vs._nlm.cuda.source import NlmSpec, nlm_kernel_name, nlm_shared_bytes, nlm_source
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import NlmSettings
 
 __all__: list[str] = []
 
@@ -100,7 +94,7 @@ def test_source_compiles_and_args_match_the_host_dtype(spec, tmp_path):
 
 def test_backend_unavailable_without_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes `import cupy` raise ImportError
-    from avdenoise_vs._cuda.backend import CudaBackend
+    from avdenoise_vs._backends.cuda.backend import CudaBackend
 
     fmt = FrameLayout(16, 16, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER)
     passes = (

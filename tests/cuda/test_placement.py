@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import avdenoise_vs
-from avdenoise_vs import _warmup_cache
-from avdenoise_vs._cuda import _placement
-from avdenoise_vs._cuda._placement import Candidate, choose
+from avdenoise_vs._cuda import placement as _placement
+from avdenoise_vs._cuda.placement import Candidate, choose
+from avdenoise_vs._warmup import cache as _warmup_cache
 
 from ._gpu import device_count
 
@@ -228,8 +228,8 @@ def test_no_cupy_gives_0(fresh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 _CHILD = textwrap.dedent(
     """
     import sys
-    from avdenoise_vs import _warmup_cache
-    from avdenoise_vs._cuda import _placement
+    from avdenoise_vs._warmup import cache as _warmup_cache
+    from avdenoise_vs._cuda import placement as _placement
 
     _warmup_cache.cupy_installed = lambda: True
     _placement.visible_count = lambda: int(sys.argv[1])
@@ -298,7 +298,7 @@ def test_opening_the_device_runs_on_the_chosen_one(
     thread places first when it runs; here it is off, so the main thread does)."""
     import types
 
-    from avdenoise_vs._cuda import _device
+    from avdenoise_vs._backends.cuda import device as _device
 
     runtime = types.SimpleNamespace(
         getDeviceCount=lambda: 2, getDevice=lambda: 0, CUDARuntimeError=RuntimeError

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from avdenoise_vs._cuda import backend as cuda_backend
+from avdenoise_vs._backends.cuda import backend as cuda_backend
 
 from ..fake_cuda_backend import LAYOUT, PASSES
 from ._fake_cuda import install

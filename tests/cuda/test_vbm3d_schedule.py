@@ -1,7 +1,7 @@
 """The V-BM3D schedule of the CUDA backend, checked without a GPU.
 
 ``VBm3dSchedule`` decides which groups to filter for each output frame and adds them into
-accumulators that the output frames share (see ``avdenoise_vs/_cuda/_vbm3d_schedule.py``).
+accumulators that the output frames share (see ``avdenoise_vs/_bm3d/cuda/vbm3d_schedule.py``).
 Here the fakes of ``_bm3d_fakes.py`` (launches recorded, not run) stand in for CuPy, and the
 real scheduling code runs: every frame's groups must be filtered once per stage however the frames
 are requested, every accumulator finished must hold the groups of exactly the frames of its
@@ -17,8 +17,8 @@ import threading
 
 import pytest
 
-from avdenoise_vs._cuda import _cache
-from avdenoise_vs._cuda._vbm3d_jobs import Job
+from avdenoise_vs._bm3d.cuda.vbm3d_jobs import Job
+from avdenoise_vs._cuda import frame_cache as _cache
 
 from . import _bm3d_fakes as fakes
 from ._bm3d_fakes import LENGTH, check_sums, produced, render, render_on_threads

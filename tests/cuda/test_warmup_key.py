@@ -13,17 +13,11 @@ import types
 
 import pytest
 
-from avdenoise_vs._cuda.bm3d import Bm3dPass
-from avdenoise_vs._cuda.nlm import NlmPass, choose_tile_height
-from avdenoise_vs._options import (
-    ColorFamily,
-    Distance,
-    FrameLayout,
-    SampleType,
-    WeightMode,
-)
-from avdenoise_vs._settings import Bm3dSettings, NlmSettings, PassSettings, Stages
-from avdenoise_vs.warmup import environment_fingerprint, kernel_key
+from avdenoise_vs._bm3d.cuda.bm3d_pass import Bm3dPass
+from avdenoise_vs._nlm.cuda.nlm_pass import NlmPass, choose_tile_height
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import Bm3dSettings, NlmSettings, PassSettings, Stages
+from avdenoise_vs._warmup.queue import environment_fingerprint, kernel_key
 
 __all__: list[str] = []
 

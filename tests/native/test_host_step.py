@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import vapoursynth as vs
 
-from avdenoise_vs._reference.backend import NumpyBackend
+from avdenoise_vs._backends.reference import NumpyBackend
 
 from ..vsclips import clip_from_planes
 

@@ -10,7 +10,7 @@ import pytest
 
 from avdenoise_vs import __version__
 from avdenoise_vs._cli import _python
-from avdenoise_vs._devload import plugin_installed
+from avdenoise_vs._plugin.devload import plugin_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 import vapoursynth as vs
 
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
-from avdenoise_vs._paramspec import LIST_KINDS, Choice, Pattern, parse_arguments
+from avdenoise_vs._params.spec import LIST_KINDS, Choice, Pattern, parse_arguments
 
 from ..vsclips import clip_from_planes, frame_planes, random_planes
 

@@ -14,7 +14,7 @@ import pytest
 import vapoursynth as vs
 
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
-from avdenoise_vs._paramspec import LIST_KINDS, Param, Range
+from avdenoise_vs._params.spec import LIST_KINDS, Param, Range
 
 NAN, INF = math.nan, math.inf
 FUNCTIONS = {"Denoise": DENOISE_PARAMS, "NLMeans": NLMEANS_PARAMS, "BM3D": BM3D_PARAMS}
@@ -100,7 +100,7 @@ def test_int_parameters_refuse_non_finite_in_vapoursynth(core, function, param, 
 def test_vapoursynth_truncates_floats_given_to_int_parameters(core, monkeypatch):
     """``int()`` again: radius=1.9 reaches the plugin as 1, indistinguishable from radius=1
     (the README says so). Should VapourSynth start refusing them, this test says it."""
-    from avdenoise_vs import _filter
+    from avdenoise_vs._plugin import filter as _filter
 
     seen = []
     real = _filter.parse_arguments

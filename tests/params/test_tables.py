@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from avdenoise_vs._bridge import plugin_functions
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
-from avdenoise_vs._paramspec import Param, Range, markdown_table, parse_arguments
+from avdenoise_vs._params.spec import Param, Range, markdown_table, parse_arguments
+from avdenoise_vs._plugin.bridge import plugin_functions
 from avdenoise_vs.sample import noisy_sample, psnr
 
 from ..vsclips import frame_planes

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from avdenoise_vs._device_choice import DeviceChoice
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
-from avdenoise_vs._paramspec import Choice, MapsTo, Param, Range, parse_arguments
-from avdenoise_vs._translate import translate
+from avdenoise_vs._params.device_choice import DeviceChoice
+from avdenoise_vs._params.spec import Choice, MapsTo, Param, Range, parse_arguments
+from avdenoise_vs._params.translate import translate
 
 from ..fake_cuda_backend import random_clip
 

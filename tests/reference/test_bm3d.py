@@ -1,4 +1,4 @@
-"""Tests of the NumPy BM3D / CBM3D / V-BM3D reference (avdenoise_vs._reference.bm3d)."""
+"""Tests of the NumPy BM3D / CBM3D / V-BM3D reference (avdenoise_vs._bm3d.reference.bm3d)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,16 @@ import pytest
 from skimage import data
 from skimage.metrics import peak_signal_noise_ratio
 
-from avdenoise_vs._reference import _bm3d_matching as matching
-from avdenoise_vs._reference import _bm3d_transforms as transforms
-from avdenoise_vs._reference.bm3d import _options, basic_estimates, bm3d, bm3d_basic, bm3d_final
-from avdenoise_vs._reference.vbm3d import FrameList, _Sums, vbm3d
+from avdenoise_vs._bm3d import transforms
+from avdenoise_vs._bm3d.reference import matching
+from avdenoise_vs._bm3d.reference.bm3d import (
+    _options,
+    basic_estimates,
+    bm3d,
+    bm3d_basic,
+    bm3d_final,
+)
+from avdenoise_vs._bm3d.reference.vbm3d import FrameList, _Sums, vbm3d
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -316,7 +322,7 @@ def test_chunking_does_not_change_groups(monkeypatch):
         np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name))
 
 
-# -- V-BM3D over a clip (avdenoise_vs._reference.vbm3d), the definition Denoise follows ------
+# -- V-BM3D over a clip (avdenoise_vs._bm3d.reference.vbm3d), the definition Denoise follows ------
 
 
 @pytest.mark.slow

@@ -8,8 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from avdenoise_vs._options import Distance, WeightMode
-from avdenoise_vs._reference.nlm import MAX_WEIGHT_FLOOR, ZERO_WEIGHT_BELOW, nlm
+from avdenoise_vs._nlm.maths import MAX_WEIGHT_FLOOR, ZERO_WEIGHT_BELOW
+from avdenoise_vs._nlm.reference import nlm
+from avdenoise_vs._params.options import Distance, WeightMode
 
 CHANNELS = {Distance.LUMA: 1, Distance.CHROMA: 2, Distance.YUV: 3, Distance.RGB: 3}
 

@@ -11,7 +11,7 @@ import gen_readme
 import pytest
 
 from avdenoise_vs._params import DENOISE_PARAMS
-from avdenoise_vs._paramspec import markdown_table
+from avdenoise_vs._params.spec import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 

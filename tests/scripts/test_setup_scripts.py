@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from avdenoise_vs._devload import plugin_installed
+from avdenoise_vs._plugin.devload import plugin_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 

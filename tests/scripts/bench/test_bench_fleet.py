@@ -210,7 +210,7 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def vspipe() -> str:
     """vspipe, where the plugin autoloads (as tests/test_vspipe.py needs it)."""
-    from avdenoise_vs._devload import plugin_installed
+    from avdenoise_vs._plugin.devload import plugin_installed
 
     if not plugin_installed():
         pytest.skip("the plugin is not installed where VapourSynth autoloads (editable install?)")

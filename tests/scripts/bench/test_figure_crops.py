@@ -7,7 +7,7 @@ import pytest
 from _figure_crops import DEFAULT_CROP, Crop, strip_size, write_crops, write_strengths
 from PIL import Image
 
-from avdenoise_vs._devload import plugin_installed
+from avdenoise_vs._plugin.devload import plugin_installed
 from avdenoise_vs.sample import sample_frames
 
 #: A window across the rocket, its edges against the sky, small enough for the CPU backend's

@@ -9,7 +9,7 @@ from pathlib import Path
 import fleet
 import pytest
 
-from avdenoise_vs.warmup import record_phase, warm_up
+from avdenoise_vs._warmup.queue import record_phase, warm_up
 
 KEY = 0xF1EE7
 """Any warm-up key: the report, not the key, is under test."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from avdenoise_vs._cuda._bm3d_source import _device_code
+from avdenoise_vs._bm3d.cuda.source import _device_code
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "bench" / "bm3d_kernel_variants.py"
 spec = importlib.util.spec_from_file_location("bm3d_kernel_variants", SCRIPT)

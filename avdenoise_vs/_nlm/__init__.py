@@ -1,0 +1,1 @@
+"""Non-local means: the maths both backends share, the NumPy reference and the CUDA kernels."""
