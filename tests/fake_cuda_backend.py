@@ -74,6 +74,10 @@ class FakeCuda:
             self._compile()
         self._frames.process(n, frame_numbers, windows, dst)
 
+    def bridge_process(self, n, frame_numbers, windows, dst) -> None:
+        """Frames leave no host step to the bridge, as the NumPy backend's."""
+        self.process(n, frame_numbers, windows, dst)
+
 
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> type[FakeCuda]:

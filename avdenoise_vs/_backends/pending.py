@@ -10,6 +10,10 @@ filter waits for the warm-up and for the rest of the choice: the fallback to the
 warnings, and the frame property that names the backend, which the bridge reads once the first
 frame's ``process`` has returned.
 
+It is a :class:`~avdenoise_vs._backends.protocol.Backend` itself, each of its calls waiting for
+the choice and passing on to the backend chosen; ``FilterPlan`` puts that backend in its place
+on the first frame, so that later frames skip the indirection.
+
 A filter that is freed before any frame reached it (``vspipe --info``, an unused clip) first
 waits for its warm-up (``close``), as its constructor would have: nothing is left running
 CUDA or NVRTC while the process exits.
@@ -21,6 +25,7 @@ import threading
 import weakref
 from collections.abc import Callable
 
+from avdenoise_vs._backends.protocol import Backend, HostStep
 from avdenoise_vs._log import OWN_THREAD_PREFIX, logging_to, script_core, shield_vs_logging_bridge
 
 __all__ = ["PendingBackend", "settle_all"]
@@ -40,9 +45,9 @@ class PendingBackend:
         Warms the first built backend up and returns the backend chosen (or raises).
     """
 
-    def __init__(self, function: str, settle: Callable[[], object]) -> None:
+    def __init__(self, function: str, settle: Callable[[], Backend]) -> None:
         self._done = threading.Event()
-        self._backend = None
+        self._backend: Backend | None = None
         self._error: BaseException | None = None
         # A thread of our own has no VapourSynth core under vspipe: its warnings go to the
         # script's (``vs_warning``), and its log records past VapourSynth's bridge.
@@ -55,7 +60,7 @@ class PendingBackend:
         _PENDING.add(self)
         self._thread.start()
 
-    def resolved(self):
+    def resolved(self) -> Backend:
         """The backend chosen, once the warm-up is done (waiting for it).
 
         Raises
@@ -68,16 +73,35 @@ class PendingBackend:
         self._done.wait()
         error = self._error
         if error is None:
+            assert self._backend is not None  # set before _done, unless settle raised
             return self._backend
         kind = ValueError if isinstance(error, ValueError) else RuntimeError
         # A new exception for each frame that asks: frames run on several threads at once.
         raise kind(str(error) or type(error).__name__) from error
 
+    @property
+    def name(self) -> str:
+        """The chosen backend's name (waiting for the choice; raises as :meth:`resolved`)."""
+        return self.resolved().name
+
+    def process(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple) -> None:
+        """The chosen backend's :meth:`~avdenoise_vs._backends.protocol.Backend.process`,
+        once chosen; raises as :meth:`resolved` when no backend can run."""
+        self.resolved().process(n, frame_numbers, windows, dst)
+
+    def bridge_process(
+        self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple
+    ) -> HostStep | None:
+        """The chosen backend's
+        :meth:`~avdenoise_vs._backends.protocol.Backend.bridge_process`, once chosen; raises as
+        :meth:`resolved` when no backend can run."""
+        return self.resolved().bridge_process(n, frame_numbers, windows, dst)
+
     def close(self) -> None:
         """Wait for the warm-up; what it raised is the frames' to report, not the caller's."""
         self._thread.join()
 
-    def _settle(self, settle: Callable[[], object], core) -> None:
+    def _settle(self, settle: Callable[[], Backend], core) -> None:
         with logging_to(core):
             try:
                 self._backend = settle()

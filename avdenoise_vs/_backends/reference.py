@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from avdenoise_vs._backends.planes import plane_array
 from avdenoise_vs._bm3d.maths import OPP, OPP_INVERSE, bm3d_sigmas
 from avdenoise_vs._bm3d.reference.vbm3d import vbm3d
 from avdenoise_vs._nlm.maths import temporal_radius_at
 from avdenoise_vs._nlm.reference import nlm
 from avdenoise_vs._params.options import Distance, FrameLayout, SampleType
 from avdenoise_vs._params.settings import Bm3dSettings, NlmSettings, PassSettings
-from avdenoise_vs._backends.planes import plane_array
 
 __all__ = ["NumpyBackend"]
 
@@ -78,6 +78,11 @@ class NumpyBackend:
                 self._bm3d_pass(options, n, frame_numbers, windows, dst)
             else:
                 self._nlm_pass(options, n, center, windows, dst)
+
+    def bridge_process(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple) -> None:
+        """The bridge's call: :meth:`process`, since a CPU frame leaves nothing to do without
+        the GIL (no host step, see :class:`~avdenoise_vs._backends.protocol.Backend`)."""
+        self.process(n, frame_numbers, windows, dst)
 
     def _nlm_pass(
         self, options: NlmSettings, n: int, center: int, windows: tuple, dst: tuple

@@ -1,8 +1,10 @@
 """Choose the backend that runs a filter: ``device`` and ``accelerators`` decide.
 
-Backends share one interface: ``process(n, frame_numbers, windows, dst)`` (the bridge's frame
-protocol, see ``_native/bridge.c``). A GPU backend that cannot start (no CuPy, no device)
-is skipped by ``device='auto'`` and is an error when it was asked for by name.
+Backends share one interface, :class:`~avdenoise_vs._backends.protocol.Backend` (the bridge's
+frame protocol, see ``_native/bridge.c``); a GPU backend is a
+:class:`~avdenoise_vs._backends.protocol.CompilingBackend`, warmed up before its first frame. A
+GPU backend that cannot start (no CuPy, no device) is skipped by ``device='auto'`` and is an
+error when it was asked for by name.
 
 A GPU backend that starts but whose warm-up fails (NVRTC, out of memory while compiling, a
 corrupt cache file, a CuPy bug) never fails the filter's creation, since a failed Av1an chunk
@@ -25,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from avdenoise_vs._backends.protocol import Backend, CompilingBackend
 from avdenoise_vs._errors import BackendUnavailable, one_line
 from avdenoise_vs._install import cupy_install
 from avdenoise_vs._log import script_core, vs_warning
@@ -54,7 +57,7 @@ def select_backend(
     layout: FrameLayout,
     *,
     defer: bool = False,
-):
+) -> Backend:
     """Build and warm up the backend for a call.
 
     `device` is the call's choice (a validated ``device`` string is read as Denoise's
@@ -80,7 +83,7 @@ def select_backend(
         device = DeviceChoice.parse("device", device)
     search = _Search(function, device, accelerators, passes, layout)
     backend = search.next_built()
-    if defer and hasattr(backend, "kernel_specs"):
+    if defer and isinstance(backend, CompilingBackend):
         from avdenoise_vs._backends.pending import PendingBackend
 
         return PendingBackend(function, lambda: search.settle(backend))
@@ -102,10 +105,11 @@ class _Search:
         self._candidates = iter(candidates)
         self._name = ""
         self.reasons: list[str] = []
-        self._cold = None  # (name, cause, backend) of the first backend whose warm-up failed
+        # (name, cause, backend) of the first backend whose warm-up failed
+        self._cold: tuple[str, str, Backend] | None = None
         self._threads = _core_threads()  # read here: a deferred warm-up runs off the core's thread
 
-    def next_built(self):
+    def next_built(self) -> Backend | None:
         """The next candidate that builds, or None when none is left."""
         for name, index in self._candidates:
             try:
@@ -117,7 +121,7 @@ class _Search:
             return backend
         return None
 
-    def settle(self, backend):
+    def settle(self, backend: Backend | None) -> Backend:
         """Warm `backend` (of :meth:`next_built`) up and go on down the candidates until one
         runs; the backend chosen."""
         while backend is not None:
@@ -156,7 +160,7 @@ class _Search:
         self.reasons.append(f"{name}: {error}{detail}")
 
 
-def _chosen(name: str, backend):
+def _chosen(name: str, backend: Backend) -> Backend:
     """Note in the warm-up report (if any) which backend a filter got, and return it.
 
     ``python -m avdenoise_vs prewarm`` counts these to tell a script whose filters all run on
@@ -205,7 +209,7 @@ def _warn(function: str, name: str, cause: str, consequence: str) -> None:
     )
 
 
-def _build(name: str, index: int | None, passes, layout: FrameLayout):
+def _build(name: str, index: int | None, passes, layout: FrameLayout) -> Backend:
     if name == "cpu":
         from avdenoise_vs._backends.reference import NumpyBackend
 
@@ -222,7 +226,7 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout):
     return backend
 
 
-def _warm_up(backend, threads: int) -> str | None:
+def _warm_up(backend: Backend, threads: int) -> str | None:
     """Compile every kernel of a GPU backend now, one process at a time (the warm-up queue).
 
     Running the whole per-frame pipeline once on a synthetic frame also compiles CuPy's own
@@ -240,17 +244,16 @@ def _warm_up(backend, threads: int) -> str | None:
     BackendUnavailable
         When the device's context cannot be made (the warm-up is what first needs it).
     """
-    if not hasattr(backend, "kernel_specs"):
+    if not isinstance(backend, CompilingBackend):
         return None
     from avdenoise_vs._warmup import queue as warmup
 
     key = warmup.kernel_key(backend.kernel_specs(), device=backend.device_id)
-    outcome = warmup.warm_up(key, backend.warm_up, ahead=backend.compile_ahead)
-    if outcome.ok:
+    error = warmup.warm_up(key, backend.warm_up, ahead=backend.compile_ahead).error
+    if error is None:
         _prepare_threads(backend, threads)
         warmup.record_phase("warm")
         return None
-    error = outcome.error
     if isinstance(error, BackendUnavailable):
         raise error
     cause = one_line(error)
@@ -264,7 +267,7 @@ def _core_threads() -> int:
     return core.num_threads if core is not None else 1
 
 
-def _prepare_threads(backend, threads: int) -> None:
+def _prepare_threads(backend: CompilingBackend, threads: int) -> None:
     """Give a warm GPU backend the states of the core's `threads`; a failure (out of
     page-locked memory) only leaves them to each thread's first frame."""
     try:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from avdenoise_vs._backends.pending import PendingBackend
+from avdenoise_vs._backends.protocol import Backend, HostStep
 from avdenoise_vs._backends.select import select_backend
 from avdenoise_vs._log import vs_warning
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
@@ -41,18 +42,22 @@ BACKEND_PROPERTY = "AvdenoiseBackend"
 class FilterPlan:
     """What the bridge needs to run a filter (see ``_native/bridge.c``).
 
-    ``process`` is the backend's own bound method (``bridge_process`` where the backend has
-    one: it leaves the GIL-free part of a frame to the bridge), so a frame costs one Python
-    call. ``props`` are set on every output frame. A backend still being chosen
-    (:class:`~avdenoise_vs._backends.pending.PendingBackend`) is waited for by the first frames,
-    which
-    then put the backend chosen in its place, ``props`` included: the bridge reads them once
-    the first frame's ``process`` has returned.
+    ``process`` is the backend's own bound ``bridge_process``
+    (:class:`~avdenoise_vs._backends.protocol.Backend`: it may leave the GIL-free part of a
+    frame to the bridge), so a frame costs one Python call. ``props`` are set on every output
+    frame. A backend still being chosen
+    (:class:`~avdenoise_vs._backends.pending.PendingBackend`) is waited for by the first
+    frames, which then put the backend chosen in its place, ``props`` included: the bridge
+    reads them once the first frame's ``process`` has returned.
     """
 
     __slots__ = ("inputs", "radius", "copy_planes", "backend", "process", "props", "_pending")
 
-    def __init__(self, inputs: tuple[str, ...], radius: int, copy_planes, backend) -> None:
+    backend: Backend
+    process: Callable[[int, tuple, tuple, tuple], HostStep | None]
+    props: dict[str, int | float | str]
+
+    def __init__(self, inputs: tuple[str, ...], radius: int, copy_planes, backend: Backend) -> None:
         self.inputs = inputs
         self.radius = radius
         self.copy_planes = copy_planes
@@ -68,23 +73,26 @@ class FilterPlan:
         if self._pending is not None:
             self._pending.close()
 
-    def _use(self, backend) -> None:
+    def _use(self, backend: Backend) -> None:
         self.backend = backend
-        self.process = getattr(backend, "bridge_process", backend.process)
+        self.process = backend.bridge_process
         self.props = {BACKEND_PROPERTY: backend_name(backend)}
 
-    def _process_when_chosen(self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple):
+    def _process_when_chosen(
+        self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple
+    ) -> HostStep | None:
         """A frame that may be among the first: wait for the backend, then run on it (the
         threads that get here at once all put the same backend in place)."""
-        self._use(self._pending.resolved())
+        pending = self._pending
+        assert pending is not None  # the plan's process only while it has a pending backend
+        self._use(pending.resolved())
         return self.process(n, frame_numbers, windows, dst)
 
 
-def backend_name(backend) -> str:
-    """'cpu' for the NumPy backend, else 'cuda' (the only other one)."""
-    from avdenoise_vs._backends.reference import NumpyBackend
-
-    return "cpu" if isinstance(backend, NumpyBackend) else "cuda"
+def backend_name(backend: Backend) -> str:
+    """The value of the ``AvdenoiseBackend`` frame property: the backend's name ('cpu' or
+    'cuda')."""
+    return backend.name
 
 
 def create_denoise(args: Mapping[str, list[Any]]) -> FilterPlan:
@@ -190,7 +198,7 @@ def _build_plan(call: Call, planner: Planner) -> FilterPlan:
     backend = select_backend(
         function, values["device"], values["accelerators"], passes, layout, defer=True
     )
-    inputs = (call.name("clip"),)
+    inputs: tuple[str, ...] = (call.name("clip"),)
     if values["ref"] is not None:
         inputs += (call.name("ref"),)
     radius = max(options.window_radius for options in passes)

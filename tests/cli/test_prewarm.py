@@ -186,6 +186,10 @@ class _FakeCuda:
     def process(self, n, frame_numbers, windows, dst) -> None:
         self._frames.process(n, frame_numbers, windows, dst)
 
+    def bridge_process(self, n, frame_numbers, windows, dst) -> None:
+        """Frames leave no host step to the bridge, as the NumPy backend's."""
+        self.process(n, frame_numbers, windows, dst)
+
 
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch, cache: Path) -> type[_FakeCuda]:

@@ -21,8 +21,8 @@ _WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 
 class _InvertingPlan:
-    """A backend's ``process``: writes 255 - frame through per-thread host buffers, hands the
-    bridge a host step, and asks it to stage each thread's next frame."""
+    """A backend's ``bridge_process``: writes 255 - frame through per-thread host buffers,
+    hands the bridge a host step, and asks it to stage each thread's next frame."""
 
     def __init__(self, wait_status: int = 0, out_plane: int = 0) -> None:
         self.local = threading.local()
@@ -69,7 +69,9 @@ def _clip(core):
 
 
 def _filtered(core, monkeypatch, plan: _InvertingPlan):
-    monkeypatch.setattr(NumpyBackend, "process", lambda self, *args: plan.process(self, *args))
+    monkeypatch.setattr(
+        NumpyBackend, "bridge_process", lambda self, *args: plan.process(self, *args)
+    )
     clip, frames = _clip(core)
     return core.avdenoise.Denoise(clip, radius=0, device="cpu"), frames
 

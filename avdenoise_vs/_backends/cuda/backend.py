@@ -48,6 +48,7 @@ from avdenoise_vs._backends.cuda.device import (
     shared_limit,
     wait_mode,
 )
+from avdenoise_vs._backends.protocol import HostStep
 from avdenoise_vs._cuda import transfer as _transfer
 from avdenoise_vs._cuda.buffers import SlotLayout, ThreadState
 from avdenoise_vs._cuda.calls import cuda_calls, set_sync_mode
@@ -279,7 +280,7 @@ class CudaBackend:
 
     def bridge_process(
         self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple, base: int = 0
-    ):
+    ) -> HostStep | None:
         """One frame, the bridge's frame protocol: upload missing window frames, launch every
         pass, download the output.
 
