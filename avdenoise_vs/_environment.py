@@ -102,8 +102,8 @@ VARIABLES: tuple[Variable, ...] = (
         "AVDENOISE_WARMUP_REPORT",
         "a folder",
         "unset",
-        "Each process writes there what the queue did for it and when its filter reached "
-        "its start-up steps; `scripts/bench/fleet.py` sets and reads it.",
+        "Each process writes there what the warm-up queue did for it; "
+        "`python -m avdenoise_vs prewarm` and `scripts/bench/fleet.py` set and read it.",
     ),
     Variable(
         "CUDA_DEVICE_MAX_CONNECTIONS",

@@ -25,6 +25,8 @@ is the same, made on a thread of its own and waited for by the filter's first fr
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Sequence
 
 from avdenoise_vs._backends.protocol import Backend, CompilingBackend
@@ -35,7 +37,7 @@ from avdenoise_vs._params.device_choice import DeviceChoice
 from avdenoise_vs._params.options import FrameLayout
 from avdenoise_vs._params.settings import PassSettings
 
-__all__ = ["select_backend"]
+__all__ = ["chosen_backends", "select_backend"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,9 @@ _CAUSE_CHARS = 300
 _RETRY = "its first frame compiles the kernels again"
 #: Whether this process has already said that device='auto' fell back to the CPU.
 _fallback_told = False
+#: Filters of this process per backend chosen (:func:`chosen_backends`).
+_chosen_counts: Counter[str] = Counter()
+_chosen_lock = threading.Lock()
 
 
 def select_backend(
@@ -160,15 +165,20 @@ class _Search:
         self.reasons.append(f"{name}: {error}{detail}")
 
 
-def _chosen(name: str, backend: Backend) -> Backend:
-    """Note in the warm-up report (if any) which backend a filter got, and return it.
+def chosen_backends() -> Counter[str]:
+    """How many filters of this process got each backend, so far.
 
-    ``python -m avdenoise_vs prewarm`` counts these to tell a script whose filters all run on
-    the CPU, with nothing to compile, from one that creates no filter at all.
+    ``python -m avdenoise_vs prewarm`` counts those its script creates, to tell a script whose
+    filters all run on the CPU, with nothing to compile, from one that creates no filter at all.
     """
-    from avdenoise_vs._warmup.report import record_phase
+    with _chosen_lock:
+        return Counter(_chosen_counts)
 
-    record_phase(f"backend-{name}")
+
+def _chosen(name: str, backend: Backend) -> Backend:
+    """Count the backend a filter got (:func:`chosen_backends`), and return it."""
+    with _chosen_lock:  # deferred choices settle on threads of their own
+        _chosen_counts[name] += 1
     return backend
 
 
@@ -214,16 +224,11 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout) -> Backend
         from avdenoise_vs._backends.reference import NumpyBackend
 
         return NumpyBackend(passes, layout)
-    from avdenoise_vs._warmup.queue import record_phase
-
-    record_phase("script")
     try:
         from avdenoise_vs._backends.cuda.backend import CudaBackend
     except ImportError as error:
         raise BackendUnavailable(f"the CUDA backend cannot load ({error})") from error
-    backend = CudaBackend(passes, layout, device_index=index)
-    record_phase("cuda")
-    return backend
+    return CudaBackend(passes, layout, device_index=index)
 
 
 def _warm_up(backend: Backend, threads: int) -> str | None:
@@ -252,7 +257,6 @@ def _warm_up(backend: Backend, threads: int) -> str | None:
     error = warmup.warm_up(key, backend.warm_up, ahead=backend.compile_ahead).error
     if error is None:
         _prepare_threads(backend, threads)
-        warmup.record_phase("warm")
         return None
     if isinstance(error, BackendUnavailable):
         raise error

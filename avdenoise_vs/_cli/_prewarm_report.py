@@ -1,8 +1,7 @@
 """What ``prewarm`` read from the warm-up report of its own process, and how it says it.
 
-The queue writes ``<outcome>-<pid>`` files of kernel keys and a ``phases-<pid>`` file in which
-``_backends.select`` notes each filter's backend (``backend-cuda``, ``backend-cpu``); see
-`avdenoise_vs._warmup.report`.
+The queue writes ``<outcome>-<pid>`` files of kernel keys (`avdenoise_vs._warmup.report`); the
+filters per backend come from ``_backends.select.chosen_backends``.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ _WORDS: Final[dict[str, str]] = {
     "CUPY_CACHE_IN_MEMORY=1 or no usable cache directory), so no stamp",
     "warm": "already warm (stamp found)",
 }
-_BACKEND_PHASE: Final[str] = "backend-"
 
 
 @dataclass(frozen=True)
@@ -73,22 +71,11 @@ def _lines(path: Path) -> list[str]:
         return []
 
 
-def read_outcomes(report: Path, pid: int) -> tuple[dict[str, int], list[Outcome]]:
-    """Read the report of process `pid` in folder `report`.
-
-    Returns
-    -------
-    (dict, list of Outcome)
-        Filters per backend name, and one outcome per kernel key in the order first seen.
-    """
+def read_outcomes(report: Path, pid: int) -> list[Outcome]:
+    """Read the report of process `pid` in folder `report`: one outcome per kernel key, in
+    the order first seen."""
     from avdenoise_vs._warmup import cache as _warmup_cache
 
-    backends: dict[str, int] = {}
-    for line in _lines(report / f"phases-{pid}"):
-        phase = line.partition(" ")[0]
-        if phase.startswith(_BACKEND_PHASE):
-            name = phase[len(_BACKEND_PHASE) :]
-            backends[name] = backends.get(name, 0) + 1
     kinds: dict[str, str] = {}
     for kind in OUTCOMES:
         for line in _lines(report / f"{kind}-{pid}"):
@@ -106,7 +93,7 @@ def read_outcomes(report: Path, pid: int) -> tuple[dict[str, int], list[Outcome]
         except ValueError:
             specs = ()
         outcomes.append(Outcome(key, kind, stamp, specs))
-    return backends, outcomes
+    return outcomes
 
 
 def _filters(backends: dict[str, int]) -> str:

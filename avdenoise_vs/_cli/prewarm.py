@@ -222,6 +222,7 @@ def prewarm(build: Callable[[], int]) -> dict[str, Any]:
     """
     import vapoursynth as vs
 
+    from avdenoise_vs._backends.select import chosen_backends
     from avdenoise_vs._warmup.report import REPORT_ENV
 
     messages: list[str] = []
@@ -234,6 +235,7 @@ def prewarm(build: Callable[[], int]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="avdenoise-prewarm-") as report:
         os.environ[REPORT_ENV] = report
         handle = vs.core.add_log_handler(on_log)
+        chosen_before = chosen_backends()
         outputs, error = 0, None
         try:
             outputs = build()
@@ -247,7 +249,8 @@ def prewarm(build: Callable[[], int]) -> dict[str, Any]:
                 os.environ.pop(REPORT_ENV, None)
             else:
                 os.environ[REPORT_ENV] = previous
-        backends, kernels = read_outcomes(Path(report), os.getpid())
+        kernels = read_outcomes(Path(report), os.getpid())
+    backends = dict(chosen_backends() - chosen_before)
     # The queue cannot tell a failed compile from a good one (the warm-up never fails a
     # filter); _backends.select' warning in VapourSynth's log can.
     failed = any(kernel.failed for kernel in kernels) or any(

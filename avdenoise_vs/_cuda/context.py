@@ -21,7 +21,6 @@ import threading
 
 from avdenoise_vs._cuda.placement import device_for_process
 from avdenoise_vs._log import OWN_THREAD_PREFIX
-from avdenoise_vs._warmup.report import record_phase
 
 __all__ = ["EarlyContext", "start_early_context"]
 
@@ -91,7 +90,6 @@ class EarlyContext:
                 self.failure = f"cuDevicePrimaryCtxRetain returned {status}"
                 return
             self._driver, self._retained = driver, True
-            record_phase("context")
         except OSError as error:  # libcuda cannot be loaded
             self.failure = f"no NVIDIA driver found ({error})"
         except Exception as error:  # nothing here may fail a render

@@ -4,5 +4,6 @@ stamp lets later processes skip the lock.
 
 ``queue.py`` is the queue itself (`warm_up`, `WarmUp`, the key); ``cache.py`` finds CuPy's cache
 folder and what it holds; ``files.py`` the lock and stamp files; ``report.py`` the per-process
-report a fleet benchmark reads (``AVDENOISE_WARMUP_REPORT``).
+report of the queue's outcomes that ``prewarm`` and the fleet benchmarks read
+(``AVDENOISE_WARMUP_REPORT``).
 """

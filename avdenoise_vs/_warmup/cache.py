@@ -15,6 +15,7 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -45,6 +46,7 @@ __all__ = [
     "kernel_key",
     "queue_enabled",
     "usable_directory",
+    "wait_limit_s",
 ]
 
 logger = logging.getLogger("avdenoise_vs._warmup.queue")
@@ -156,6 +158,13 @@ def configured_wait_s() -> float:
         silent default.
     """
     return seconds(WAIT_VARIABLE)
+
+
+def wait_limit_s(limit: float | None) -> float:
+    """The wait limit in seconds: `configured_wait_s` for None or NaN, never negative."""
+    if limit is None or math.isnan(limit):
+        return configured_wait_s()
+    return max(0.0, float(limit))
 
 
 def check_key(key: int) -> None:

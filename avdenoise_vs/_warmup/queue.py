@@ -34,14 +34,13 @@ AVDENOISE_WARMUP_WAIT
     Seconds a process waits for the one ahead of it (default 180): a lock file held without
     end, by a hung process or another user's, costs each process this long.
 AVDENOISE_WARMUP_REPORT
-    A directory where each process records what the queue did for it and when a GPU filter's
-    creation reached its steps (`avdenoise_vs._warmup.report`).
+    A directory where each process records what the queue did for it
+    (`avdenoise_vs._warmup.report`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -62,6 +61,7 @@ from avdenoise_vs._warmup.cache import (
     kernel_key,
     queue_enabled,
     usable_directory,
+    wait_limit_s,
 )
 from avdenoise_vs._warmup.files import (
     new_lock,
@@ -72,7 +72,6 @@ from avdenoise_vs._warmup.files import (
     write_stamp,
 )
 from avdenoise_vs._warmup.report import record_outcome as _report
-from avdenoise_vs._warmup.report import record_phase
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,7 +87,6 @@ __all__ = [
     "configured_wait_s",
     "environment_fingerprint",
     "kernel_key",
-    "record_phase",
     "warm_up",
 ]
 
@@ -114,13 +112,6 @@ def _unclaim(key: int) -> None:
     """Give `key` back so this process may queue for it again."""
     with _held_keys_lock:
         _held_keys.discard(key)
-
-
-def _resolve_limit(limit: float | None) -> float:
-    """Return the wait limit in seconds: `configured_wait_s` for None or NaN, never negative."""
-    if limit is None or math.isnan(limit):
-        return configured_wait_s()
-    return max(0.0, float(limit))
 
 
 class WarmUp:
@@ -190,7 +181,7 @@ class WarmUp:
         Never raises: problems with the queue are logged and give None.
         """
         try:
-            return cls._begin(key, cache_dir, _resolve_limit(wait_limit))
+            return cls._begin(key, cache_dir, wait_limit_s(wait_limit))
         except Exception:
             logger.warning("warm-up queue failed; compiling without it", exc_info=True)
             return None

@@ -6,9 +6,9 @@ its encoder, if any), so that a fleet that runs past its deadline is killed whol
 the time to the first frame on the pipe, the wall time to its exit, the CPU seconds of vspipe
 and the frames vspipe reports having written.
 
-The warm-up queue's report files (``AVDENOISE_WARMUP_REPORT``, one folder per worker) are read
-here too: ``read_report`` gives what the queue did for a worker, ``read_phases`` when its GPU
-filter reached the steps of its creation.
+Each worker gets a report folder of its own (``worker_env``): the warm-up queue's report
+(``AVDENOISE_WARMUP_REPORT``), read by ``read_report``, and the start-up phases that
+``_phase_hooks/sitecustomize.py`` marks from outside the package, read by ``read_phases``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = [
     "read_phases",
     "read_report",
     "split_frames",
+    "worker_env",
 ]
 
 READ_BYTES = 1 << 20
@@ -49,6 +50,9 @@ FRAME_MARK = b"FRAME"
 REPORT_ENV = "AVDENOISE_WARMUP_REPORT"
 COMPILING_KINDS = ("compiled", "self")
 PHASES_KIND = "phases"
+PHASES_ENV = "AVDENOISE_BENCH_PHASES"
+PHASE_HOOKS = Path(__file__).resolve().parent / "_phase_hooks"
+"""The folder whose ``sitecustomize.py`` marks the phases (``PHASES_ENV`` names where)."""
 KILL_GRACE_S = 5.0
 """How long a killed worker's threads get to notice that its pipes closed."""
 _VSPIPE_DONE = re.compile(r"Output (\d+) frames in ([\d.]+) seconds")
@@ -347,6 +351,12 @@ def launch(
     return wall_s
 
 
+def worker_env(env: dict[str, str], report_dir: Path) -> dict[str, str]:
+    """`env` for a worker whose queue report and phase marks go to `report_dir`."""
+    path = os.pathsep.join(filter(None, [str(PHASE_HOOKS), env.get("PYTHONPATH")]))
+    return env | {REPORT_ENV: str(report_dir), PHASES_ENV: str(report_dir), "PYTHONPATH": path}
+
+
 def read_report(report_dir: Path) -> list[str]:
     """Return the kinds of warm-up report in `report_dir` (``compiled``, ``waited``, ...).
 
@@ -375,7 +385,7 @@ def attach_reports(workers: list[Worker], work: Path) -> list[WorkerResult]:
 def read_phases(report_dir: Path, started_epoch: float) -> dict[str, float]:
     """Return ``{phase: seconds from the worker's start}``, the latest mark of each phase.
 
-    ``phases-<pid>`` files hold ``<phase> <time.time()>`` lines (``warmup.record_phase``).
+    ``phases-<pid>`` files hold ``<phase> <time.time()>`` lines (``_phase_hooks/``).
     """
     phases: dict[str, float] = {}
     for path in sorted(report_dir.glob(f"{PHASES_KIND}-*")) if report_dir.is_dir() else []:

@@ -160,7 +160,7 @@ def run_fleet(
         for index, (a, b) in enumerate(_fleet.split_frames(0, workers * chunk, workers))
     ]
     env = plan.env | ({"CUPY_CACHE_DIR": str(cache)} if cache is not None else {})
-    envs = [env | {_fleet.REPORT_ENV: str(run_dir / f"report-{w.result.index}")} for w in workers_]
+    envs = [_fleet.worker_env(env, run_dir / f"report-{w.result.index}") for w in workers_]
     with (
         _fleet_gpu.GpuSampler(per_gpu=plan.gpus > 1) as sampler,
         _fleet_gpu.BusySampler() as busy,

@@ -10,9 +10,10 @@ the wall time, the CPU seconds of the vspipe process and what the warm-up queue 
 (read from the files ``avdenoise_vs._warmup.queue`` writes into ``AVDENOISE_WARMUP_REPORT``, one
 folder per worker): ``compiled`` (compiled under the queue's lock), ``self`` (gave up waiting
 and compiled anyway), ``waited``, ``warm`` or ``unqueued``. A worker counts as compiling when
-it reports ``compiled`` or ``self``. The same files say when each worker's GPU filter reached
-the steps of its creation (``script``: the filter is being created, ``cuda``: CuPy imported and
-the device up, ``warm``: kernels warm), which the table shows as seconds from the worker's start.
+it reports ``compiled`` or ``self``. The phases that ``_phase_hooks/sitecustomize.py`` marks in
+the same folder say when each worker's GPU filter reached the steps of its creation
+(``script``: the filter is being created, ``cuda``: the backend made, ``warm``: kernels warm),
+which the table shows as seconds from the worker's start.
 
 Examples
 --------
@@ -47,6 +48,7 @@ from _fleet import (
     read_phases,
     read_report,
     split_frames,
+    worker_env,
 )
 
 __all__ = [
@@ -127,7 +129,7 @@ def run_fleet(args: argparse.Namespace, work: Path) -> tuple[list[WorkerResult],
     ]
     # One report folder per worker, so that whatever process vspipe runs the script in (a
     # wrapper's child, say) its report is attributed to the right worker.
-    envs = [env | {REPORT_ENV: str(work / f"report-{w.result.index}")} for w in workers]
+    envs = [worker_env(env, work / f"report-{w.result.index}") for w in workers]
     wall_s = launch(workers, envs, work, args.timeout)
     return attach_reports(workers, work), wall_s
 

@@ -3,7 +3,7 @@
     python scripts/bench/fleet_phases.py fleet.json [more.json ...]
 
 Prints one line per table cell (case, column) and file: the median over every worker of
-every run of each start-up phase (seconds from the worker's launch; ``warmup.record_phase``),
+every run of each start-up phase (seconds from the worker's launch; ``_phase_hooks/``),
 of the first frame written and of the worker's wall time. Each file's label is its name, so
 that runs with different ``AVDENOISE_DEBUG`` settings sit side by side.
 """
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 #: Phases in the order a worker reaches them; others follow, sorted.
-ORDER = ("script", "cupy", "context", "cuda", "warm", "thread-state", "first-frame")
+ORDER = ("import", "script", "cupy", "context", "cuda", "warm", "thread-state", "first-frame")
 
 
 def runs_of(cell: object):

@@ -58,7 +58,6 @@ from avdenoise_vs._environment import check_cuda_settings, cuda_tuning, switch
 from avdenoise_vs._errors import BackendUnavailable
 from avdenoise_vs._params.options import FrameLayout
 from avdenoise_vs._params.settings import PassSettings
-from avdenoise_vs._warmup.report import record_phase
 
 __all__ = ["CudaBackend"]
 
@@ -154,7 +153,6 @@ class CudaBackend:
         self._states: weakref.WeakSet[ThreadState] = weakref.WeakSet()
         self._states_lock = threading.Lock()
         self._spare_states: list[ThreadState] = []  # made by the warm-up, for the first threads
-        self._spares_made = 0
 
     def _bind_transfer(self, transfer: str, sleep: bool) -> None:
         """Choose the transfer strategies and bind each frame's steps to them, once, so that
@@ -195,7 +193,6 @@ class CudaBackend:
             self._ahead.wait()
         self._open()
         self._prepare_passes()
-        record_phase("modules")  # every pass's kernels compiled or loaded
         layout = self.layout
         arrays = []  # keep every host array alive until the frame is done
 
@@ -217,7 +214,6 @@ class CudaBackend:
         try:
             step = self.bridge_process(0, frame_numbers, windows, dst, base=_WARM_BASE)
             self._finish_here(step, dst)
-            record_phase("warm-frame")
         finally:  # a failed warm-up leaves no synthetic frame behind either
             self._cache.forget(
                 [(_WARM_BASE + i, f) for i in range(self._num_inputs) for f in frame_numbers]
@@ -245,7 +241,6 @@ class CudaBackend:
             self._spare_states.append(state)
         while len(self._spare_states) < threads:
             self._spare_states.append(self._make_state())
-        self._spares_made = len(self._spare_states)
 
     def kernel_specs(self) -> tuple:
         """The compile-time specs of the kernels this backend launches, without repeats.
@@ -375,8 +370,6 @@ class CudaBackend:
     def _new_state(self) -> ThreadState:
         """The calling thread's state (its first frame only): one made during the warm-up,
         or a new one."""
-        if not self._spare_states or len(self._spare_states) == self._spares_made:
-            record_phase("first-frame")  # the first thread's, and when spares run out
         try:
             state = self._spare_states.pop()  # atomic: threads may start together
         except IndexError:
@@ -395,7 +388,6 @@ class CudaBackend:
         self.downloader.prepare(state, self.uploader)
         with self._states_lock:
             self._states.add(state)
-        record_phase("thread-state")
         return state
 
     def _new_out(self):

@@ -16,7 +16,6 @@ from avdenoise_vs._cuda.placement import device_for_process
 from avdenoise_vs._environment import CudaTuning, default
 from avdenoise_vs._errors import BackendUnavailable
 from avdenoise_vs._params.settings import Bm3dSettings, PassSettings
-from avdenoise_vs._warmup.report import record_phase
 
 __all__ = ["DEVICES_IN_USE", "device_number", "new_pass", "open_device", "shared_limit",
            "wait_mode"]  # fmt: skip
@@ -42,7 +41,6 @@ def open_device(device_index: int | None, sync: str):
             import cupy
         except Exception as error:  # ImportError, or CUDA libraries that fail to load
             raise BackendUnavailable(f"CuPy cannot be imported ({error})") from error
-        record_phase("cupy")
         # Placement chose in the early context's thread already, if it ran; else it does now.
         return cupy, device_number(cupy, device_for_process(device_index))
     except BackendUnavailable as error:
@@ -73,10 +71,10 @@ def wait_mode(sync: str, passes: tuple[PassSettings, ...]) -> str:
     for ``auto`` with a BM3D pass, asleep until the GPU is done.
 
     An Av1an fleet's CPU is shared by every worker's source and filters, and a BM3D frame
-    waits long for the GPU: in one call, 16 workers x 240 frames of V-BM3D radius 1 ran 274
-    and 282 fps asleep against 179 and 278 yielding between polls, BM3D radius 0 660-682
-    against 595-685 (H200, docs/BENCHMARKS.md: "Transfers and wait modes in a fleet"). The
-    first CUDA filter of a process decides, since the flags belong to its context.
+    waits long for the GPU: 16 workers x 240 frames of V-BM3D radius 1 ran 274 and 282 fps
+    asleep against 179 and 278 yielding between polls, BM3D radius 0 660-682 against 595-685
+    (H200, docs/BENCHMARKS.md: "Transfers and wait modes in a fleet"). The first CUDA filter
+    of a process decides, since the flags belong to its context.
     """
     if sync == "auto" and any(isinstance(options, Bm3dSettings) for options in passes):
         return "block"
