@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from avdenoise_vs._backends.planes import plane_array
 from avdenoise_vs._bm3d.maths import OPP, OPP_INVERSE, bm3d_sigmas
 from avdenoise_vs._bm3d.reference.vbm3d import vbm3d
 from avdenoise_vs._nlm.maths import temporal_radius_at
 from avdenoise_vs._nlm.reference import nlm
 from avdenoise_vs._params.options import Distance, FrameLayout, SampleType
 from avdenoise_vs._params.settings import Bm3dSettings, NlmSettings, PassSettings
-from avdenoise_vs._backends.planes import plane_array
 
 __all__ = ["NumpyBackend"]
 
