@@ -5,10 +5,16 @@ A regular install puts ``libavdenoise.so`` and its ``manifest.vs`` in
 run by vspipe finds ``core.avdenoise`` without importing this package. An editable install
 builds the library inside the package (``avdenoise_vs/_native/``) instead, and
 ``import avdenoise_vs`` loads it into the current core.
+
+Where the vapoursynth it builds against ships ``VSVulkan4.h`` (R80+), the bridge also takes
+GPU clips (``_native/gpu_frames.c``): that file is compiled against a stand-in
+``vulkan/vulkan_core.h`` written into the build folder (``_native/vulkan_stand_in.py``), with
+the release the header came with, which the bridge checks against the running library.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import re
 from pathlib import Path
@@ -18,6 +24,8 @@ from setuptools.command.build_ext import build_ext
 
 PLUGIN_DIR = Path("vapoursynth", "plugins", "avdenoise")
 LIBRARY = "libavdenoise.so"
+GPU_SOURCE = "avdenoise_vs/_native/gpu_frames.c"
+STAND_IN = Path("avdenoise_vs", "_native", "vulkan_stand_in.py")
 
 
 def vapoursynth_include() -> str:
@@ -42,6 +50,36 @@ def version_macros() -> list[tuple[str, str]]:
     ]
 
 
+def vapoursynth_release() -> int | None:
+    """The release of the vapoursynth distribution whose headers the build uses (81), or None
+    where its metadata cannot say."""
+    try:
+        match = re.match(r"(\d+)", importlib.metadata.version("vapoursynth"))
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+def add_gpu_frames(ext: Extension, include: str, build_temp: str) -> bool:
+    """Add GPU frames to the bridge where VSVulkan4.h and the release are known: the source,
+    the stand-in Vulkan header (written into `build_temp`) and the macros; whether it did."""
+    header = Path(include, "VSVulkan4.h")
+    release = vapoursynth_release()
+    if not header.is_file() or release is None or not STAND_IN.is_file():
+        return False
+    spec = importlib.util.spec_from_file_location("_vulkan_stand_in", STAND_IN)
+    stand_in = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stand_in)
+    folder = Path(build_temp, "vulkan_stand_in")
+    (folder / "vulkan").mkdir(parents=True, exist_ok=True)
+    (folder / "vulkan" / "vulkan_core.h").write_text(stand_in.vulkan_stand_in(header.read_text()))
+    # Before the vapoursynth headers and the system's: an older vulkan_core.h lacks 1.4's types.
+    ext.include_dirs.insert(0, str(folder))
+    ext.sources.append(GPU_SOURCE)
+    ext.define_macros += [("AVDENOISE_GPU_FRAMES", "1"), ("AVDENOISE_VS_RELEASE", str(release))]
+    return True
+
+
 class BuildBridge(build_ext):
     """Place the bridge as a VapourSynth plugin rather than as a Python extension module.
 
@@ -62,6 +100,11 @@ class BuildBridge(build_ext):
             return super().get_ext_fullpath(ext_name)
         return str(Path(self.build_lib, PLUGIN_DIR, LIBRARY))
 
+    def build_extension(self, ext: Extension) -> None:
+        if GPU_SOURCE not in ext.sources:
+            add_gpu_frames(ext, vapoursynth_include(), self.build_temp)
+        super().build_extension(ext)
+
     def run(self) -> None:
         # Read before setuptools clears it for the build.
         self._into_package = bool(self.inplace)
@@ -81,7 +124,7 @@ bridge = Extension(
     "avdenoise_vs._native.libavdenoise",
     # bridge.c hands frames to Python; host_step.c does the native part of a frame; values.c
     # converts arguments and frame properties; exit_guard.c keeps frames out of an exiting
-    # interpreter.
+    # interpreter; gpu_frames.c (added by add_gpu_frames where it can build) takes GPU clips.
     sources=[
         "avdenoise_vs/_native/bridge.c",
         "avdenoise_vs/_native/exit_guard.c",
@@ -90,7 +133,11 @@ bridge = Extension(
     ],
     # shipped in the sdist, rebuilds on change
     depends=[
+        "avdenoise_vs/_native/bridge.h",
         "avdenoise_vs/_native/exit_guard.h",
+        "avdenoise_vs/_native/gpu_frames.c",
+        "avdenoise_vs/_native/gpu_frames.h",
+        "avdenoise_vs/_native/vulkan_stand_in.py",
         "avdenoise_vs/_native/host_step.h",
         "avdenoise_vs/_native/values.h",
         "avdenoise_vs/_version.py",

@@ -38,10 +38,11 @@ class FakeCuda:
     context_fails: str | None = None  # the warm-up, the first to need the context, raises
     built: list[FakeCuda] = []
 
-    def __init__(self, passes, layout, device_index=None) -> None:
+    def __init__(self, passes, layout, device_index=None, vulkan_uuid=None) -> None:
         if self.unavailable:
             raise BackendUnavailable(self.unavailable, detail=self.unavailable_detail)
         self.passes, self.layout = passes, layout
+        self.vulkan_uuid = vulkan_uuid  # a GPU clip's device (the real one's frame path)
         self.device_id = device_index or 0
         self.compiles = 0
         self.compiled = False

@@ -20,6 +20,9 @@ can end the whole encode:
 Filters defer the warm-up (``select_backend(..., defer=True)``, ``_backends/pending.py``): the
 choice
 is the same, made on a thread of its own and waited for by the filter's first frame.
+
+A GPU clip (VapourSynth's Vulkan frames, ``vulkan_uuid``) runs on CUDA alone, on the device that
+holds it: ``device='auto'`` never falls back to the CPU for it, whose frames are the host's.
 """
 
 from __future__ import annotations
@@ -62,11 +65,14 @@ def select_backend(
     layout: FrameLayout,
     *,
     defer: bool = False,
+    vulkan_uuid: str | None = None,
 ) -> Backend:
     """Build and warm up the backend for a call.
 
     `device` is the call's choice (a validated ``device`` string is read as Denoise's
     ``device`` argument); messages about it repeat the argument the script wrote.
+
+    `vulkan_uuid` is a GPU clip's Vulkan device (see the module notes).
 
     With `defer`, a GPU backend's
     warm-up (its CUDA context and kernels) runs on a thread of its own and a
@@ -86,7 +92,7 @@ def select_backend(
     """
     if isinstance(device, str):
         device = DeviceChoice.parse("device", device)
-    search = _Search(function, device, accelerators, passes, layout)
+    search = _Search(function, device, accelerators, passes, layout, vulkan_uuid)
     backend = search.next_built()
     if defer and isinstance(backend, CompilingBackend):
         from avdenoise_vs._backends.pending import PendingBackend
@@ -99,13 +105,15 @@ class _Search:
     """The candidates of one call, tried in order: built, then warmed up (see the module
     notes for what a failure at either step leads to)."""
 
-    def __init__(self, function, device, accelerators, passes, layout) -> None:
+    def __init__(self, function, device, accelerators, passes, layout, vulkan_uuid) -> None:
         self.function, self.device = function, device
-        self.passes, self.layout = passes, layout
+        self.passes, self.layout, self.vulkan_uuid = passes, layout, vulkan_uuid
         if device.is_auto:
             candidates = [(name, None) for name in accelerators]
         else:
             candidates = [(device.name, device.index)]
+        if vulkan_uuid is not None:  # a GPU clip: CUDA or nothing
+            candidates = [(name, index) for name, index in candidates if name == "cuda"]
         self.accelerators = accelerators
         self._candidates = iter(candidates)
         self._name = ""
@@ -118,7 +126,7 @@ class _Search:
         """The next candidate that builds, or None when none is left."""
         for name, index in self._candidates:
             try:
-                backend = _build(name, index, self.passes, self.layout)
+                backend = _build(name, index, self.passes, self.layout, self.vulkan_uuid)
             except BackendUnavailable as error:
                 self._unavailable(name, error)
                 continue
@@ -156,6 +164,8 @@ class _Search:
                 f"no other of accelerators can run, so device='auto' stays on it; {_RETRY}",
             )
             return _chosen(self._cold[0], self._cold[2])
+        if self.vulkan_uuid is not None:
+            raise ValueError(_gpu_clip_cannot_run(self.function, self.accelerators, self.reasons))
         raise ValueError(_cannot_run(self.function, self.device, self.accelerators, self.reasons))
 
     def _unavailable(self, name: str, error: BackendUnavailable) -> None:
@@ -196,6 +206,15 @@ def _cannot_run(function: str, device: DeviceChoice, accelerators: Sequence[str]
     )
 
 
+def _gpu_clip_cannot_run(function: str, accelerators: Sequence[str], reasons) -> str:
+    """The error message when a GPU clip's CUDA backend cannot run here."""
+    why = "; ".join(reasons) or f"accelerators={list(accelerators)!r} leaves it out"
+    return (
+        f"avdenoise.{function}: a GPU clip runs on CUDA, which cannot run here ({why}); "
+        "std.GPUDownload makes it a CPU clip, which device='cpu' takes"
+    )
+
+
 def _tell_fallback(function: str, reasons: list[str]) -> None:
     """Say once a process, in VapourSynth's log, that device='auto' runs on the CPU, why,
     and how to get the GPU: without it the first sign is a render a thousand times slower."""
@@ -219,7 +238,9 @@ def _warn(function: str, name: str, cause: str, consequence: str) -> None:
     )
 
 
-def _build(name: str, index: int | None, passes, layout: FrameLayout) -> Backend:
+def _build(
+    name: str, index: int | None, passes, layout: FrameLayout, vulkan_uuid: str | None = None
+) -> Backend:
     if name == "cpu":
         from avdenoise_vs._backends.reference import NumpyBackend
 
@@ -228,7 +249,7 @@ def _build(name: str, index: int | None, passes, layout: FrameLayout) -> Backend
         from avdenoise_vs._backends.cuda.backend import CudaBackend
     except ImportError as error:
         raise BackendUnavailable(f"the CUDA backend cannot load ({error})") from error
-    return CudaBackend(passes, layout, device_index=index)
+    return CudaBackend(passes, layout, device_index=index, vulkan_uuid=vulkan_uuid)
 
 
 def _warm_up(backend: Backend, threads: int) -> str | None:

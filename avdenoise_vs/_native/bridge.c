@@ -4,7 +4,8 @@
  * requests the temporal window of frames, allocates the output frame and reports errors.
  *
  * Python side contract (see avdenoise_vs/_plugin/bridge.py):
- *   plugin_functions() -> [(name, vs_args_signature), ...]
+ *   plugin_functions(gpu) -> [(name, vs_args_signature), ...]   clips declared `vnode:all`
+ *                                  where `gpu` (gpu_frames_init) is true, else `vnode`
  *   create(name, args: dict[str, list]) -> plan     (clips arrive as dicts of their video info)
  *   plan.inputs: tuple[str, ...]   argument names of the clips whose windows are requested;
  *                                  the first one is the clip the output copies format from
@@ -20,6 +21,9 @@
  *   plan.close() -> None           (optional) called when the filter is freed, before the plan
  *                                  is released: what the plan still runs in the background ends
  *
+ * GPU clips (VapourSynth R80+) take gpu_frames.c's frame path, whose contract is in gpu_frames.h;
+ * CPU clips never reach it.
+ *
  * The GIL is held only around calls into Python. Python symbols come from the host process
  * (vspipe's libpython or the python executable), which is why nothing here links libpython.
  */
@@ -29,30 +33,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "VapourSynth4.h"
+#include "bridge.h"
 #include "exit_guard.h"
-#include "host_step.h"
+#include "gpu_frames.h"
 #include "values.h"
 
 #define BRIDGE_MODULE "avdenoise_vs._plugin.bridge"
-#define MAX_WINDOW 65
 
 static unsigned long long last_filter_id; /* assigned under the GIL */
 
-typedef struct {
-    unsigned long long id; /* keys the host step's staging: never reused, unlike addresses */
-    PyObject *plan;
-    VSNode *nodes[MAX_INPUTS];
-    int num_inputs;
-    int radius;
-    int copy_plane[3];
-    VSMap *props;   /* plan.props, or NULL when it is empty */
-    int props_read; /* plan.props has been read into `props` (under the GIL) */
-    VSVideoInfo vi;
-} FilterData;
-
-/* Sets `buffer` to "prefix: <Python exception text>" and clears the exception. */
-static void format_python_error(char *buffer, size_t size, const char *prefix) {
+void format_python_error(char *buffer, size_t size, const char *prefix) {
     PyObject *type = NULL, *value = NULL, *trace = NULL;
     PyErr_Fetch(&type, &value, &trace);
     PyObject *text = value ? PyObject_Str(value) : NULL;
@@ -65,7 +55,7 @@ static void format_python_error(char *buffer, size_t size, const char *prefix) {
     Py_XDECREF(trace);
 }
 
-static PyObject *call_bridge(const char *function, PyObject *args) {
+PyObject *call_bridge(const char *function, PyObject *args) {
     PyObject *module = PyImport_ImportModule(BRIDGE_MODULE);
     if (!module) return NULL;
     PyObject *callable = PyObject_GetAttrString(module, function);
@@ -76,7 +66,7 @@ static PyObject *call_bridge(const char *function, PyObject *args) {
     return result;
 }
 
-static int clamp_frame(int n, int num_frames) {
+int clamp_frame(int n, int num_frames) {
     return n < 0 ? 0 : (n >= num_frames ? num_frames - 1 : n);
 }
 
@@ -118,7 +108,7 @@ static PyObject *destination_planes(VSFrame *dst, const FilterData *d, const VSA
  * thread, which may hold the GIL now) is left alone. */
 static _Thread_local int python_state_pinned;
 
-static PyGILState_STATE take_gil(void) {
+PyGILState_STATE take_gil(void) {
     if (!python_state_pinned) {
         python_state_pinned = 1;
         if (PyGILState_GetThisThreadState() == NULL) {
@@ -129,9 +119,9 @@ static PyGILState_STATE take_gil(void) {
     return PyGILState_Ensure();
 }
 
-/* Reads plan.props into d->props once, after a frame's plan.process succeeded (the GIL held,
- * which orders it before every later frame's use); 0, or -1 with a Python error. */
-static int read_props_once(FilterData *d, const VSAPI *vsapi) {
+/* After a frame's plan.process succeeded: the GIL held orders it before every later frame's
+ * use. */
+int read_props_once(FilterData *d, const VSAPI *vsapi) {
     if (d->props_read) return 0;
     PyObject *props = PyObject_GetAttrString(d->plan, "props");
     int status = props ? props_to_map(props, &d->props, vsapi) : -1;
@@ -140,16 +130,32 @@ static int read_props_once(FilterData *d, const VSAPI *vsapi) {
     return status;
 }
 
+PyObject *window_numbers(int n, const FilterData *d) {
+    int window = 2 * d->radius + 1;
+    PyObject *numbers = PyTuple_New(window);
+    for (int t = 0; numbers && t < window; t++)
+        PyTuple_SetItem(numbers, t, PyLong_FromLong(clamp_frame(n - d->radius + t, d->vi.numFrames)));
+    return numbers;
+}
+
+void request_window(int n, const FilterData *d, VSFrameContext *ctx, const VSAPI *vsapi) {
+    for (int i = 0; i < d->num_inputs; i++)
+        for (int t = 0; t < 2 * d->radius + 1; t++) {
+            int m = clamp_frame(n - d->radius + t, d->vi.numFrames);
+            /* The clamped window repeats frames at the clip ends: request each once. */
+            if (t == 0 || m != clamp_frame(n - d->radius + t - 1, d->vi.numFrames))
+                vsapi->requestFrameFilter(m, d->nodes[i], ctx);
+        }
+}
+
 /* Calls plan.process; returns 0 on success (with `step` to run), else fills `error`. */
 static int run_process(FilterData *d, int n, const VSFrame *frames[][MAX_WINDOW],
                        const int *staged, VSFrame *dst, HostStep *step, char *error,
                        size_t error_size, const VSAPI *vsapi) {
     int window = 2 * d->radius + 1, status = -1;
     PyGILState_STATE gil = take_gil();
-    PyObject *numbers = PyTuple_New(window);
+    PyObject *numbers = window_numbers(n, d);
     PyObject *windows = PyTuple_New(d->num_inputs);
-    for (int t = 0; numbers && t < window; t++)
-        PyTuple_SetItem(numbers, t, PyLong_FromLong(clamp_frame(n - d->radius + t, d->vi.numFrames)));
     for (int i = 0; windows && i < d->num_inputs; i++) {
         PyObject *frames_i = PyTuple_New(window);
         for (int t = 0; frames_i && t < window; t++) {
@@ -185,13 +191,7 @@ static const VSFrame *VS_CC filter_get_frame(int n, int reason, void *instance, 
     FilterData *d = (FilterData *)instance;
     int window = 2 * d->radius + 1;
     if (reason == arInitial) {
-        for (int i = 0; i < d->num_inputs; i++)
-            for (int t = 0; t < window; t++) {
-                int m = clamp_frame(n - d->radius + t, d->vi.numFrames);
-                /* The clamped window repeats frames at the clip ends: request each once. */
-                if (t == 0 || m != clamp_frame(n - d->radius + t - 1, d->vi.numFrames))
-                    vsapi->requestFrameFilter(m, d->nodes[i], ctx);
-            }
+        request_window(n, d, ctx, vsapi);
         return NULL;
     }
     if (reason != arAllFramesReady) return NULL;
@@ -299,7 +299,9 @@ static void VS_CC filter_create(const VSMap *in, VSMap *out, void *user_data, VS
     char error[1024];
     PyGILState_STATE gil = PyGILState_Ensure();
     d->id = ++last_filter_id; /* under the GIL */
+    d->name = name;
     PyObject *args = arguments_dict(in, vsapi);
+    if (args && gpu_frames_mark(args, in, name, core, vsapi) != 0) Py_CLEAR(args);
     PyObject *call_args = args ? Py_BuildValue("(sN)", name, args) : NULL;
     d->plan = call_args ? call_bridge("create", call_args) : NULL;
     Py_XDECREF(call_args);
@@ -315,8 +317,19 @@ static void VS_CC filter_create(const VSMap *in, VSMap *out, void *user_data, VS
     VSFilterDependency deps[MAX_INPUTS];
     for (int i = 0; i < d->num_inputs; i++)
         deps[i] = (VSFilterDependency){d->nodes[i], d->radius ? rpGeneral : rpStrictSpatial};
-    vsapi->createVideoFilter(out, name, &d->vi, filter_get_frame, filter_free, fmParallel, deps,
-                             d->num_inputs, d, core);
+    /* GPU clips (all of them, or none) make a filter of GPU frames: gpu_frames.c. */
+    int gpu = gpu_frames_residency(d, vsapi);
+    if (gpu < 0) {
+        snprintf(error, sizeof error, "avdenoise.%s: the clips must all be GPU or all CPU clips",
+                 name);
+        vsapi->mapSetError(out, error);
+        filter_free(d, core, vsapi);
+    } else if (gpu) {
+        gpu_frames_create(out, d, filter_free, deps, core, vsapi);
+    } else {
+        vsapi->createVideoFilter(out, name, &d->vi, filter_get_frame, filter_free, fmParallel,
+                                 deps, d->num_inputs, d, core);
+    }
 }
 
 /* The package version, defined by setup.py from avdenoise_vs/_version.py. */
@@ -335,14 +348,18 @@ VS_EXTERNAL_API(void) VapourSynthPluginInit2(VSPlugin *plugin, const VSPLUGINAPI
     if (!Py_IsInitialized()) return;
     PyGILState_STATE gil = PyGILState_Ensure();
     register_exit_guard();
-    PyObject *functions = call_bridge("plugin_functions", NULL);
+    /* Clips of either residency where this build's GPU frames match the running library. */
+    int gpu = gpu_frames_init(vspapi);
+    PyObject *gpu_args = Py_BuildValue("(O)", gpu ? Py_True : Py_False);
+    PyObject *functions = gpu_args ? call_bridge("plugin_functions", gpu_args) : NULL;
+    Py_XDECREF(gpu_args);
     Py_ssize_t count = functions ? PyObject_Length(functions) : 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         const char *name = NULL, *signature = NULL;
         PyObject *item = PySequence_GetItem(functions, i);
         if (item && PyArg_ParseTuple(item, "ss", &name, &signature))
-            vspapi->registerFunction(name, signature, "clip:vnode;", filter_create, strdup(name),
-                                     plugin);
+            vspapi->registerFunction(name, signature, gpu ? "clip:vnode:all;" : "clip:vnode;",
+                                     filter_create, strdup(name), plugin);
         Py_XDECREF(item);
     }
     if (PyErr_Occurred()) {

@@ -49,18 +49,24 @@ class FilterPlan:
     (:class:`~avdenoise_vs._backends.pending.PendingBackend`) is waited for by the first
     frames, which then put the backend chosen in its place, ``props`` included: the bridge
     reads them once the first frame's ``process`` has returned.
+    A plan of GPU clips (`gpu`) takes the backend's frame path for them
+    (``_native/gpu_frames.h``).
     """
 
-    __slots__ = ("inputs", "radius", "copy_planes", "backend", "process", "props", "_pending")
+    __slots__ = ("inputs", "radius", "copy_planes", "gpu", "backend", "process", "props",
+                 "_pending")  # fmt: skip
 
     backend: Backend
     process: Callable[[int, tuple, tuple, tuple], HostStep | None]
     props: dict[str, int | float | str]
 
-    def __init__(self, inputs: tuple[str, ...], radius: int, copy_planes, backend: Backend) -> None:
+    def __init__(
+        self, inputs: tuple[str, ...], radius: int, copy_planes, backend: Backend, gpu: bool = False
+    ) -> None:
         self.inputs = inputs
         self.radius = radius
         self.copy_planes = copy_planes
+        self.gpu = gpu
         self._pending = backend if isinstance(backend, PendingBackend) else None
         if self._pending is None:
             self._use(backend)
@@ -72,10 +78,18 @@ class FilterPlan:
         ``_backends.pending``)."""
         if self._pending is not None:
             self._pending.close()
+        gpu_frames = getattr(self.backend, "gpu_frames", None)
+        if gpu_frames is not None:
+            gpu_frames.close()
 
     def _use(self, backend: Backend) -> None:
         self.backend = backend
-        self.process = backend.bridge_process
+        # GPU clips take the CUDA backend's own frame path (only it has one).
+        gpu_frames = getattr(backend, "gpu_frames", None) if self.gpu else None
+        if gpu_frames is not None:
+            self.process = gpu_frames.process
+        else:
+            self.process = backend.bridge_process
         self.props = {BACKEND_PROPERTY: backend_name(backend)}
 
     def _process_when_chosen(
@@ -189,17 +203,57 @@ def _build_plan(call: Call, planner: Planner) -> FilterPlan:
     layout = layout_from_info(function, call.name("clip"), values["clip"])
     if values["ref"] is not None:
         check_same_layout(function, call.name("ref"), values["clip"], values["ref"], layout)
+    vulkan_uuid = _gpu_clip(call)
+    gpu = vulkan_uuid is not None
     passes = planner(layout)
     if not passes:
         # Nothing to denoise (BM3D with every sigma 0): every plane is passed through, and
         # the CPU backend, which needs nothing, does nothing.
         backend = select_backend(function, "cpu", ["cpu"], passes, layout)
-        return FilterPlan((call.name("clip"),), 0, tuple(range(layout.num_planes)), backend)
+        return FilterPlan((call.name("clip"),), 0, tuple(range(layout.num_planes)), backend, gpu)
     backend = select_backend(
-        function, values["device"], values["accelerators"], passes, layout, defer=True
-    )
+        function, values["device"], values["accelerators"], passes, layout, defer=True,
+        vulkan_uuid=vulkan_uuid,
+    )  # fmt: skip
     inputs: tuple[str, ...] = (call.name("clip"),)
     if values["ref"] is not None:
         inputs += (call.name("ref"),)
     radius = max(options.window_radius for options in passes)
-    return FilterPlan(inputs, radius, untouched_planes(layout, passes), backend)
+    return FilterPlan(inputs, radius, untouched_planes(layout, passes), backend, gpu)
+
+
+#: A GPU clip's ``vulkan_export`` (VkExternalMemoryHandleTypeFlagBits) that CUDA imports here.
+_OPAQUE_FD = 1
+
+
+def _gpu_clip(call: Call) -> str | None:
+    """The Vulkan device's UUID of a GPU clip (the bridge marks clips, ``_native/gpu_frames.h``),
+    None for a CPU clip.
+
+    Raises
+    ------
+    ValueError
+        For a GPU clip with a CPU guide clip or the other way round, ``device='cpu'``, or a
+        device whose frames do not import into CUDA.
+    """
+    function, clip, ref = call.function, call.values["clip"], call.values["ref"]
+    gpu = bool(clip.get("gpu"))
+    if ref is not None and bool(ref.get("gpu")) != gpu:
+        raise ValueError(
+            f"avdenoise.{function}: {call.name('clip')} and {call.name('ref')} must both be GPU "
+            "or both CPU clips"
+        )
+    if not gpu:
+        return None
+    if call.values["device"].name == "cpu":
+        raise ValueError(
+            f"avdenoise.{function}: device must be 'cuda' or 'auto' for a GPU clip, got 'cpu'"
+        )
+    export = clip.get("vulkan_export")
+    if export != _OPAQUE_FD:
+        raise ValueError(
+            f"avdenoise.{function}: the Vulkan device exports frames as handle type {export}, "
+            "and CUDA imports opaque file descriptors (1) here; std.GPUDownload makes the clip "
+            "a CPU clip"
+        )
+    return clip["vulkan_uuid"]

@@ -37,6 +37,15 @@ class DeviceMemory:
         return memoryview(self.array)
 
 
+class DeviceArray:
+    """``cupy.zeros``: a fake device array, its address at ``data.ptr``."""
+
+    def __init__(self, shape, dtype) -> None:
+        self.host = np.zeros(shape, dtype)
+        self.data = types.SimpleNamespace(ptr=self.host.ctypes.data)
+        self.strides = self.host.strides
+
+
 class Handle:
     """A stream or an event: only its address matters."""
 
@@ -94,6 +103,9 @@ class Runtime:
 
     def streamSynchronize(self, stream) -> None:
         self._count("streamSynchronize")
+
+    def deviceSynchronize(self) -> None:
+        self._count("deviceSynchronize")
 
 
 WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)  # the bridge's wait function type
@@ -179,7 +191,7 @@ def install(monkeypatch):
         Event=Handle,
         Device=lambda device: NullContext(),
     )
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda, zeros=DeviceArray))
     monkeypatch.setattr(cuda_cache, "WAIT_LIMIT_S", 5.0)  # a bug fails, not hangs
     monkeypatch.setattr(cuda_backend, "cuda_calls", lambda: calls)
 

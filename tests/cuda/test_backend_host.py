@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from avdenoise_vs._backends.cuda import backend as cuda_backend
+from avdenoise_vs._backends.cuda.warm_frame import WARM_FRAME
 from avdenoise_vs._nlm.cuda import nlm_pass as cuda_nlm
 from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
 from avdenoise_vs._params.settings import Bm3dSettings, NlmSettings, Stages
@@ -343,7 +344,7 @@ def test_warm_up_failing_after_its_uploads_leaves_no_synthetic_frame(fake_cuda, 
     monkeypatch.setattr(calls, "launch", launch_once_failing)
     with pytest.raises(RuntimeError, match="fake launch failure"):
         backend.warm_up()
-    warm_keys = [(cuda_backend._WARM_BASE, cuda_backend._WARM_FRAME + t) for t in range(3)]
+    warm_keys = [(cuda_backend._WARM_BASE, WARM_FRAME + t) for t in range(3)]
     assert not any(key in backend._cache for key in warm_keys)
     frames = make_frames(layout)
     out = process(backend, layout, frames, 2, 1, written)

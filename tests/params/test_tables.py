@@ -23,6 +23,9 @@ def test_registered_signature_lists_every_parameter(core):
     assert registered.startswith("clip:vnode;")
     for param in DENOISE_PARAMS:
         assert f"{param.name}:" in registered
+    # Clips of either residency where the bridge takes GPU clips (_native/gpu_frames.h).
+    gpu = core.avdenoise.Denoise.return_signature == "clip:vnode:all;"
+    registered = dict(plugin_functions(gpu))["Denoise"]
     assert core.avdenoise.Denoise.signature.replace(" ", "") == registered
 
 

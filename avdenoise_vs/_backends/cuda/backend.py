@@ -30,7 +30,8 @@ work buffers (BM3D) run only a few frames on the GPU at once (``frames_in_flight
 upload and copy out in parallel, but enter the GPU part through a :class:`~._gate.GpuGate`,
 in frame order, which lends each an output buffer for that part, so that GPU memory follows
 the frames on the GPU rather than VapourSynth's thread count; they wait for the GPU asleep
-(see ``AVDENOISE_CUDA_SYNC``).
+(see ``AVDENOISE_CUDA_SYNC``). A GPU clip's frames (VapourSynth's Vulkan frames) come in
+through :attr:`CudaBackend.gpu_frames` instead, already on the device (``gpu_frames.py``).
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
 from avdenoise_vs._backends.cuda.device import (
     DEVICES_IN_USE,
     new_pass,
@@ -48,12 +47,15 @@ from avdenoise_vs._backends.cuda.device import (
     shared_limit,
     wait_mode,
 )
+from avdenoise_vs._backends.cuda.gpu_frames import GpuFrames, untouched
+from avdenoise_vs._backends.cuda.warm_frame import synthetic_frame
 from avdenoise_vs._backends.protocol import HostStep
 from avdenoise_vs._cuda import transfer as _transfer
 from avdenoise_vs._cuda.buffers import SlotLayout, ThreadState
 from avdenoise_vs._cuda.calls import cuda_calls, set_sync_mode
 from avdenoise_vs._cuda.frame_cache import FrameCache, wait_for
 from avdenoise_vs._cuda.gate import GpuGate
+from avdenoise_vs._cuda.vkimport import Imports, cuda_device_for
 from avdenoise_vs._environment import check_cuda_settings, cuda_tuning, switch
 from avdenoise_vs._errors import BackendUnavailable
 from avdenoise_vs._params.options import FrameLayout
@@ -62,7 +64,6 @@ from avdenoise_vs._params.settings import PassSettings
 __all__ = ["CudaBackend"]
 
 _WARM_BASE = 1 << 20  # warm-up frames are cached under input numbers no clip uses
-_WARM_FRAME = 1 << 40  # ... and frame numbers
 
 
 class CudaBackend:
@@ -84,6 +85,9 @@ class CudaBackend:
         to the frames' pageable memory, or staged in one direction only (for benchmarks).
         "auto" stages frames of 3 MiB or more, those of one-frame windows and BM3D's (see
         ``_cuda/transfer/``), unless ``AVDENOISE_DEBUG``'s ``transfer`` key names another.
+    vulkan_uuid : str, optional
+        The Vulkan device's UUID of a GPU clip, whose frames the backend then takes on that
+        device (:attr:`gpu_frames`); `device_index`, when given, must be that device.
 
     Raises
     ------
@@ -102,13 +106,17 @@ class CudaBackend:
         *,
         cache_slots: int | None = None,
         transfer: str = "auto",
+        vulkan_uuid: str | None = None,
     ) -> None:
         sync = switch("AVDENOISE_CUDA_SYNC", lenient=True)
         mode = wait_mode(sync, passes)
+        if vulkan_uuid is not None:  # a GPU clip runs on the CUDA device that holds it
+            device_index = cuda_device_for(vulkan_uuid, device_index)
         cupy, device_id = open_device(device_index, mode)
         check_cuda_settings()  # the device is there: a bad setting is this filter's error
         self.tuning = cuda_tuning()
         transfer = _transfer.setting(self.tuning.transfer if transfer == "auto" else transfer)
+        transfer = transfer if vulkan_uuid is None else _transfer.DEVICE
         set_sync_mode(device_id, mode)  # the early context's thread may not have got there
         self._cupy, self._runtime, self._calls = cupy, cupy.cuda.runtime, cuda_calls()
         self.passes, self.layout, self.device_id = passes, layout, device_id
@@ -127,6 +135,8 @@ class CudaBackend:
         self._ahead = None  # a CompileAhead while the warm-up compiles ahead of the context
         self._init_thread_states()
         self._bind_transfer(transfer, sleep=self._gate is not None and sync == "auto")
+        #: The frame path of a GPU clip (its ``process`` is the bridge's), else None.
+        self.gpu_frames = None if vulkan_uuid is None else self._gpu_frames()
 
     def _fit_passes(self) -> list:
         """The GPU pass of each :data:`PassSettings`, fitted to the device's shared memory."""
@@ -193,24 +203,10 @@ class CudaBackend:
             self._ahead.wait()
         self._open()
         self._prepare_passes()
-        layout = self.layout
-        arrays = []  # keep every host array alive until the frame is done
-
-        def plane(p: int):
-            # Zeros: which kernels run does not depend on the samples, and a fleet of workers
-            # starting at once should not spend CPU drawing random frames (0.1-0.4 s each).
-            array = np.zeros(layout.plane_shape(p), layout.dtype)
-            arrays.append(array)
-            return array.ctypes.data, array.strides[0], memoryview(array).cast("B")
-
-        # Frame numbers no clip reaches, so that nothing cached under them is ever reused.
-        frame_numbers = tuple(range(_WARM_FRAME, _WARM_FRAME + self._window))
-        windows = tuple(
-            tuple(tuple(plane(p) for p in range(layout.num_planes)) for _ in frame_numbers)
-            for _ in range(self._num_inputs)
+        cupy = self._cupy if self.gpu_frames is not None else None  # planes on the device
+        frame_numbers, windows, dst, _arrays = synthetic_frame(
+            self.layout, self.passes, self._window, self._num_inputs, cupy
         )
-        written = {p for options in self.passes for p in options.written_planes}
-        dst = tuple(plane(p) if p in written else None for p in range(layout.num_planes))
         try:
             step = self.bridge_process(0, frame_numbers, windows, dst, base=_WARM_BASE)
             self._finish_here(step, dst)
@@ -393,3 +389,9 @@ class CudaBackend:
     def _new_out(self):
         """A device output buffer laid out like a slot."""
         return self._cupy.cuda.alloc(self._slots.nbytes)
+
+    def _gpu_frames(self) -> GpuFrames:
+        """The frame path of a GPU clip, on this backend's device."""
+        through = untouched(self.layout, self.passes)
+        imports = Imports(self.device_id)
+        return GpuFrames(self.bridge_process, self._thread_state, self._runtime, imports, through)

@@ -25,6 +25,9 @@ against 204 and 177, V-BM3D radius 1 YUV444 506 and 457 against 258 and 231: the
 serialises one context's pageable copies. Their page-locked buffers come from two pools per
 backend (``staged.py``), lent to a frame only while its copies run, so a process page-locks a
 few frames' worth rather than a window's per thread, at start-up and again at exit.
+
+GPU clips (VapourSynth's Vulkan frames) cross no bus: their planes are imported device
+memory, copied into and out of slots on the device (``device.py``, the "device" transfer).
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from __future__ import annotations
 import logging
 
 from avdenoise_vs._cuda.transfer.base import Context, Download, Upload
+from avdenoise_vs._cuda.transfer.device import DeviceDownload, DeviceUpload
 from avdenoise_vs._cuda.transfer.direct import DirectDownload, DirectUpload
 from avdenoise_vs._cuda.transfer.staged import BridgeDownload, StagedDownload, StagedUpload
 from avdenoise_vs._log import thread_debug
 
 __all__ = [
+    "DEVICE",
     "STAGE_MIN_BYTES",
     "TRANSFERS",
     "Context",
@@ -48,8 +53,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The values of ``transfer`` (``AVDENOISE_DEBUG``'s ``transfer`` key).
+#: The values of ``transfer`` (``AVDENOISE_DEBUG``'s ``transfer`` key); GPU clips take
+#: :data:`DEVICE` instead, whatever it says.
 TRANSFERS = ("auto", "staged", "direct", "staged-upload", "staged-download")
+DEVICE = "device"
 #: "auto" stages frames (all planes a pass reads, in the slot's layout) of at least this many
 #: bytes, and the frames of one-frame windows, unless the passes are gated (module notes).
 STAGE_MIN_BYTES = 3 << 20
@@ -70,11 +77,14 @@ def setting(transfer: str) -> str:
 
 def choose(transfer: str, context: Context) -> tuple[str, Upload, Download]:
     """The strategies of a backend: ``(transfer, upload, download)``, "auto" resolved from
-    the frame's size, its window and whether its passes are gated (module notes).
+    the frame's size, its window and whether its passes are gated (module notes); `transfer`
+    is one of :data:`TRANSFERS`, or :data:`DEVICE` for GPU clips.
 
     Staged downloads leave the wait and the copies out to the bridge; gated frames return
     their output buffer to the gate first, so the bridge only copies them out.
     """
+    if transfer == DEVICE:
+        return transfer, DeviceUpload(context), DeviceDownload(context)
     if transfer == "auto":
         transfer = _auto(context)
     staged_up = transfer in ("staged", "staged-upload")

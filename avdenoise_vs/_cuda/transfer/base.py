@@ -16,12 +16,13 @@ import numpy as np
 from avdenoise_vs._cuda.buffers import Pinned, SlotLayout, ThreadState
 from avdenoise_vs._log import thread_debug
 
-__all__ = ["D2H", "H2D", "Context", "Download", "Upload"]
+__all__ = ["D2D", "D2H", "H2D", "Context", "Download", "Upload"]
 
 logger = logging.getLogger(__name__)
 
 H2D = 1  # cudaMemcpyHostToDevice
 D2H = 2  # cudaMemcpyDeviceToHost
+D2D = 3  # cudaMemcpyDeviceToDevice
 
 
 @dataclass(frozen=True)

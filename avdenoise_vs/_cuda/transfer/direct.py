@@ -15,9 +15,11 @@ __all__ = ["DirectDownload", "DirectUpload"]
 
 
 class DirectUpload:
-    """Each plane of a fresh window frame straight into its slot."""
+    """Each plane of a fresh window frame straight into its slot (`kind`: from host memory,
+    or from the device for ``device.py``)."""
 
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, kind: int = H2D) -> None:
+        self._kind = kind
         self._runtime = context.runtime
         self._calls = context.calls
         self._cache = context.cache
@@ -26,7 +28,7 @@ class DirectUpload:
     def upload(self, fresh: list, frame_numbers: tuple, windows: tuple, base: int, state) -> None:
         """See :meth:`.base.Upload.upload`."""
         copy, record = self._runtime.memcpy2DAsync, self._calls.eventRecord
-        stream = state.stream_ptr
+        stream, kind = state.stream_ptr, self._kind
         for entry in fresh:
             input_index, frame = entry.key
             planes = windows[input_index - base][frame_numbers.index(frame)]
@@ -34,7 +36,7 @@ class DirectUpload:
                 slot = entry.slot.ptr
                 for plane, offset, pitch, row_bytes, rows in self._copies:
                     address, stride, _ = planes[plane]
-                    copy(slot + offset, pitch, address, stride, row_bytes, rows, H2D, stream)
+                    copy(slot + offset, pitch, address, stride, row_bytes, rows, kind, stream)
                 record(entry.slot.event_ptr, stream)
                 entry.stream = stream
             except BaseException:

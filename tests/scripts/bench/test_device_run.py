@@ -12,7 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "bench" / "device_run.sh"
-EVERY_STEP = "tests doctor bench bm3d quality bm3dcache ab benchfleet headline startab fleet floor"
+EVERY_STEP = (
+    "tests doctor bench bm3d quality bm3dcache ab benchfleet headline startab fleet floor gpuchain"
+)
 #: A stand-in for python: one line a call, its folder then its arguments.
 FAKE_PYTHON = """#!/bin/sh
 { printf '%s' "$PWD"; for a in "$@"; do printf ' %s' "$a"; done; echo; } >> "$CALLS"
@@ -53,7 +55,7 @@ def test_every_step_calls_scripts_that_exist_from_the_checkout(tmp_path, fake_py
         assert (ROOT / script).is_file(), script
     assert {Path(s).name for s in scripts} >= {
         "bench_nlm.py", "bench_bm3d.py", "bm3d_quality.py", "gpu_bm3d_check.py",
-        "bench_fleet.py", "fleet_phases.py", "fleet.py",
+        "bench_fleet.py", "fleet_phases.py", "fleet.py", "gpu_chain_bench.py",
     }  # fmt: skip
     fleet_vpy = [args for _, args in calls if args.split()[0] == "scripts/bench/fleet.py"]
     assert fleet_vpy and all("scripts/bench/fleet_nlm.vpy" in args for args in fleet_vpy)

@@ -1,0 +1,56 @@
+"""scripts/bench/gpu_chain_bench.py: the chains it builds, vsfeel's arguments read from its
+signature, and a run without a Vulkan device that ends in a table of n/a rows."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import gpu_chain_bench as bench
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench"
+
+
+def test_vsfeel_gets_the_arguments_its_signature_has() -> None:
+    calls = []
+
+    def bm3d(clip, **kwargs):
+        calls.append(kwargs)
+        return clip
+
+    bm3d.signature = (
+        "clip:vnode:gpu;sigma:float[]:opt;radius:int:opt;block_step:int:opt;chroma:int:opt;"
+    )
+    core = SimpleNamespace(vsfeel=SimpleNamespace(BM3D=bm3d))
+    assert bench._vsfeel(core, "clip", "bm3d", dict(sigma=3.0, radius=1)) == "clip"
+    assert calls == [dict(sigma=3.0, radius=1, block_step=8, chroma=False)]
+    with pytest.raises(LookupError, match="vsfeel has none of"):
+        bench._vsfeel(core, "clip", "nlm", {})
+    with pytest.raises(LookupError, match="vsfeel is not installed"):
+        bench._vsfeel(SimpleNamespace(), "clip", "nlm", {})
+
+
+def test_every_case_and_chain_is_known() -> None:
+    assert set(bench.CHAINS) == {"chain", "gpu", "host", "vsfeel"}
+    for fmt, kind, _ in bench.CASES.values():
+        assert kind in ("nlm", "bm3d") and fmt in ("YUV420P8", "GRAYS")
+
+
+@pytest.mark.slow
+def test_without_vulkan_every_row_is_n_a(tmp_path: Path) -> None:
+    pytest.importorskip("vapoursynth")
+    env = dict(os.environ, VK_DRIVER_FILES=str(tmp_path / "none.json"), VK_ICD_FILENAMES="")
+    out = tmp_path / "chain.json"
+    command = [sys.executable, str(BENCH / "gpu_chain_bench.py"), "--frames", "2",
+               "--cases", "BM3D r0 luma", "--chains", "chain,gpu", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    if done.returncode == 0:
+        pytest.skip("this machine has a usable Vulkan device")
+    assert done.returncode == 1, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("BM3D r0 luma")]
+    assert len(rows) == 2 and all(" n/a (" in row for row in rows)
+    assert out.is_file()
