@@ -18,8 +18,7 @@ can end the whole encode:
   first frame compiles them again, and a second failure is that frame's error.
 
 Filters defer the warm-up (``select_backend(..., defer=True)``, ``_backends/pending.py``): the
-choice
-is the same, made on a thread of its own and waited for by the filter's first frame.
+choice is the same, made on a thread of its own and waited for by the filter's first frame.
 
 A GPU clip (VapourSynth's Vulkan frames, ``vulkan_uuid``) runs on CUDA alone, on the device that
 holds it: ``device='auto'`` never falls back to the CPU for it, whose frames are the host's.

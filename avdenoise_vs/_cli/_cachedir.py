@@ -20,8 +20,8 @@ __all__ = ["CacheListing", "Stamp", "human_bytes", "read_stamp", "scan", "spec_s
 
 STAMP_NAME: Final = re.compile(r"warm-([0-9a-f]{32})\.stamp")
 LOCK_NAME: Final = re.compile(r"warm-([0-9a-f]{32})\.lock")
-# `_warmup_files.write_stamp` writes `<stamp>.<pid>.<8 hex>.tmp` (`_safefiles.write_file`) and
-# replaces the stamp with it; a process killed in between leaves it behind.
+# `_warmup/files.py`'s `write_stamp` writes `<stamp>.<pid>.<8 hex>.tmp` (`_safefiles.write_file`)
+# and replaces the stamp with it; a process killed in between leaves it behind.
 STAMP_TEMP_NAME: Final = re.compile(r"warm-[0-9a-f]{32}\.stamp\.\d+\.[0-9a-f]{8}\.tmp")
 # CuPy names a cached binary after the SHA-1 hex digest of its key (MD5, 32 digits, in old
 # releases) and its kind: .cubin, .ltoir (link-time IR) or .hsaco (ROCm); with
@@ -50,7 +50,7 @@ class Stamp:
         The process that compiled the kernels, when the text says.
     env : str or None
         CuPy, NVRTC and GPU architecture the kernels were compiled for
-        (``_warmup_cache.environment_fingerprint``); stamps before this field have none.
+        (``_warmup/cache.py``'s ``environment_fingerprint``); stamps before this field have none.
     specs : tuple of str
         The kernel specs the key covers, one ``repr`` each; empty when the text does not say.
     """
@@ -187,7 +187,7 @@ def _sort_entry(listing: CacheListing, entry: os.DirEntry) -> None:
 
 
 def read_stamp(path: Path, key: str, size: int = 0, mtime: float = 0.0) -> Stamp:
-    """Parse a stamp's text (see ``_warmup_files.write_stamp``); unreadable parts stay None.
+    """Parse a stamp's text (see ``_warmup/files.py`'s `write_stamp``); unreadable parts stay None.
 
     Parameters
     ----------

@@ -112,7 +112,7 @@ def probe_cupy() -> dict[str, Any]:
 
     Notes
     -----
-    Imports CuPy (and ``cupy.cuda.compiler``, so that ``_warmup_cache.cache_dir`` reads the
+    Imports CuPy (and ``cupy.cuda.compiler``, so that ``_warmup/cache.py``'s ``cache_dir`` reads the
     directory CuPy itself uses). ``cudaGetDeviceProperties`` starts the driver, not a context.
     """
     info: dict[str, Any] = {

@@ -39,7 +39,7 @@ class Outcome:
     stamp : pathlib.Path or None
         The key's stamp, when it exists now.
     specs : tuple of str
-        What the key is for (``_warmup_cache.describe_key``).
+        What the key is for (``_warmup/cache.py``'s ``describe_key``).
     """
 
     key: str

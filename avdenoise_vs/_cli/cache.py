@@ -120,7 +120,7 @@ def resolve_dir(explicit: Path | None) -> tuple[Path | None, str]:
     -------
     (pathlib.Path or None, str)
         None when ``CUPY_CACHE_IN_MEMORY=1`` keeps CuPy's cache off disk, or when
-        ``CUPY_CACHE_DIR`` is set but empty (origin ``_warmup_cache.EMPTY_ORIGIN``).
+        ``CUPY_CACHE_DIR`` is set but empty (origin ``_warmup/cache.py``'s ``EMPTY_ORIGIN``).
     """
     if explicit is not None:
         return explicit, "--dir"

@@ -6,12 +6,11 @@ when a whole fleet starts at once). Neither needs the other: the driver's calls,
 ctypes, release the GIL, so a thread can create the device's primary context, the one CuPy's
 runtime calls then use, while the main thread imports CuPy.
 
-Everything here is best effort: a driver that cannot be loaded or refuses a call leaves the
-context to CuPy, as without this module. Nothing here raises, and the thread logs nothing:
-a machine without a driver runs ``device='auto'`` on the CPU, and says so once
-(``_backends.select``);
-why the driver failed is kept in :attr:`EarlyContext.failure` for a filter that asked for
-CUDA by name (``open_device``).
+Everything here is best effort: a driver that cannot be loaded or refuses a call leaves the context
+to CuPy, as without this module. Nothing here raises, and the thread logs nothing: a machine without
+a driver runs ``device='auto'`` on the CPU, and says so once (``_backends.select``); why the driver
+failed is kept in :attr:`EarlyContext.failure` for a filter that asked for CUDA by name
+(``open_device``).
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ On a host with several GPUs, each should land on a device by itself rather than 
 have claimed, ties broken by the most free memory (when NVML can say) and then by the lowest
 index, and claims it under a lock so that processes starting together spread evenly.
 
-A claim is an empty file ``<pid>-<device>.claim`` in the folder ``placement/`` inside CuPy's
-kernel cache directory (``_warmup_cache.cache_dir``), the folder a fleet already shares for the
-warm-up queue. It is removed at exit; one left behind by a killed process is stale once its pid
-is dead, and is ignored and removed by the next process that looks. The folder, its lock and
-its claims go through ``_safefiles``: a link planted there is never followed.
+A claim is an empty file ``<pid>-<device>.claim`` in the folder ``placement/`` inside CuPy's kernel
+cache directory (``_warmup/cache.py``'s ``cache_dir``), the folder a fleet already shares for the
+warm-up queue. It is removed at exit; one left behind by a killed process is stale once its pid is
+dead, and is ignored and removed by the next process that looks. The folder, its lock and its claims
+go through ``_safefiles``: a link planted there is never followed.
 
 The choice is made in the early context's thread (``_cuda/context.py``), after its ``cuInit`` and
 before its context, while the main thread imports CuPy; through the driver API by ctypes:

@@ -2,7 +2,8 @@
 (BM3DCUDA's), each parameter derived from Denoise's where the meaning is the same.
 
 Every parameter but the ignored ones says which Denoise parameter it sets and how
-(``maps_to``, a :class:`~.._paramspec.MapsTo`): ``_params/translate.py`` applies that translation,
+(``maps_to``, a :class:`~avdenoise_vs._params.spec.MapsTo`): ``_params/translate.py`` applies
+that translation,
 and the docs' aliases are its words.
 """
 

@@ -179,7 +179,7 @@ class Bm3dSettings:
     `distance` says how the planes are grouped: ``LUMA`` one plane; ``CHROMA`` each plane on
     its own (one pass, the reference filters channel by channel; ``BM3D`` also uses it for the
     second and third planes of RGB clips); ``YUV`` jointly with blocks matched on luma
-    (CBM3D); ``RGB`` jointly in CBM3D's opponent colour space (``_reference.backend.OPP``),
+    (CBM3D); ``RGB`` jointly in CBM3D's opponent colour space (``_bm3d/maths.py``'s ``OPP``),
     matched on its first (luminance) channel.
 
     `strength` and `has_ref`, which every pass has (:class:`PassCommon`), are derived from

@@ -5,7 +5,7 @@ how (``Param.maps_to``); :func:`translate` applies that to every parameter alike
 :class:`Call` it returns keeps what messages need to name the script's own arguments: the
 argument that set each setting, its value as written, and the drop-in's spelling of mapped
 values. ``Denoise`` goes through the same step, its arguments as they are but ``device``,
-read once into a :class:`~._device_choice.DeviceChoice`.
+read once into a :class:`~avdenoise_vs._params.device_choice.DeviceChoice`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Call:
         The function's name, for messages.
     values : dict
         Denoise's settings, one for each parameter of its table (``device`` a
-        :class:`~._device_choice.DeviceChoice`).
+        :class:`~avdenoise_vs._params.device_choice.DeviceChoice`).
     names : mapping
         Denoise's parameter name -> the function's argument that sets it.
     written : mapping

@@ -43,14 +43,12 @@ class FilterPlan:
     """What the bridge needs to run a filter (see ``_native/bridge.c``).
 
     ``process`` is the backend's own bound ``bridge_process``
-    (:class:`~avdenoise_vs._backends.protocol.Backend`: it may leave the GIL-free part of a
-    frame to the bridge), so a frame costs one Python call. ``props`` are set on every output
-    frame. A backend still being chosen
-    (:class:`~avdenoise_vs._backends.pending.PendingBackend`) is waited for by the first
-    frames, which then put the backend chosen in its place, ``props`` included: the bridge
-    reads them once the first frame's ``process`` has returned.
-    A plan of GPU clips (`gpu`) takes the backend's frame path for them
-    (``_native/gpu_frames.h``).
+    (:class:`~avdenoise_vs._backends.protocol.Backend`: it may leave the GIL-free part of a frame to
+    the bridge), so a frame costs one Python call. ``props`` are set on every output frame. A
+    backend still being chosen (:class:`~avdenoise_vs._backends.pending.PendingBackend`) is waited
+    for by the first frames, which then put the backend chosen in its place, ``props`` included: the
+    bridge reads them once the first frame's ``process`` has returned. A plan of GPU clips (`gpu`)
+    takes the backend's frame path for them (``_native/gpu_frames.h``).
     """
 
     __slots__ = ("inputs", "radius", "copy_planes", "gpu", "backend", "process", "props",

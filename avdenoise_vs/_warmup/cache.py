@@ -1,12 +1,11 @@
 """What the warm-up queue is keyed on, and where CuPy keeps the cache it warms.
 
-CuPy names a cached kernel binary after its source, its compile options, the NVRTC version
-and the target architecture. The queue's key therefore hashes the same things: the kernel
-specs a backend compiles (every compile-time value of its kernels, see
-``_nlm/cuda/source.py`` ``NlmSpec`` and ``_bm3d/cuda/source.py`` ``Bm3dSpec``), this package's
-version (the kernel sources ship with it) and `environment_fingerprint`. Strengths,
-thresholds and frame sizes are launch arguments, not compile-time values, so one warm cache
-serves them all.
+CuPy names a cached kernel binary after its source, its compile options, the NVRTC version and the
+target architecture. The queue's key therefore hashes the same things: the kernel specs a backend
+compiles (every compile-time value of its kernels, see ``_nlm/cuda/source.py`` ``NlmSpec`` and
+``_bm3d/cuda/source.py`` ``Bm3dSpec``), this package's version (the kernel sources ship with it) and
+`environment_fingerprint`. Strengths, thresholds and frame sizes are launch arguments, not
+compile-time values, so one warm cache serves them all.
 """
 
 from __future__ import annotations
@@ -77,10 +76,10 @@ def environment_fingerprint(device: int | None = None) -> str:
 
     Notes
     -----
-    Cached per device for the life of the process, so that each part that cannot be found
-    is logged (at debug level) once. CuPy is only imported on the first call, never at module
-    import. Never raises: the key is made on a filter's way to its first frame, and the
-    warm-up queue must not fail a render.
+    Cached per device for the life of the process, so that each part that cannot be found is logged
+    (at debug level) once. CuPy is only imported on the first call, never at module import. Never
+    raises: the key is made on a filter's way to its first frame, and the warm-up queue must not
+    fail a render.
     """
     try:
         import cupy  # optional: CPU-only installs have no CuPy

@@ -123,8 +123,8 @@ def release_if_warm(lock: filelock.BaseFileLock, stamp: Path) -> bool:
 def write_stamp(path: Path, key: int, detail: Sequence[str] = ()) -> bool:
     """Write the stamp atomically (`_safefiles.write_file`); False and a debug log on failure.
 
-    Its first line is ``<key> avdenoise_vs <version> pid <pid>``; `detail` lines follow, which
-    say what the key is for (``_warmup_cache.describe_key``). Only the stamp's presence counts
+    Its first line is ``<key> avdenoise_vs <version> pid <pid>``; `detail` lines follow, which say
+    what the key is for (``_warmup/cache.py``'s ``describe_key``). Only the stamp's presence counts
     for the queue; the text is for people and ``python -m avdenoise_vs cache list``.
     """
     head = f"{key:032x} avdenoise_vs {_version.__version__} pid {os.getpid()}"

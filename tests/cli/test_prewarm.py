@@ -164,7 +164,7 @@ class _FakeCuda:
     compiles = 0
     fail = False
 
-    def __init__(self, passes, layout, device_index=None) -> None:
+    def __init__(self, passes, layout, device_index=None, vulkan_uuid=None) -> None:
         self.device_id = device_index or 0
         self.passes = passes
         self._frames = NumpyBackend(passes, layout)

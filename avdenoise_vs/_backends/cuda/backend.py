@@ -20,18 +20,18 @@ release the GIL while they do:
 4. the output comes back into the bridge's frame, or the bridge's host step does that
    without the GIL (the download strategy, ``_cuda/transfer/``).
 
-The strategies are chosen when the backend is made and their methods bound then, so a frame
-looks nothing up. Measured GIL-held time per frame, single-threaded: about 90-150 us (an
-upper bound, counting the kernel launch as held), against 250 us of kernel time for 1080p
-luma with d=1, a=2, s=4. No CuPy array operation and no allocation beyond a few small lists
-happen per frame: each thread gets its own non-blocking stream, output buffer, staging
-buffers and argument records on its first frame (``_buffers.ThreadState``). Passes with large
-work buffers (BM3D) run only a few frames on the GPU at once (``frames_in_flight``): threads
-upload and copy out in parallel, but enter the GPU part through a :class:`~._gate.GpuGate`,
-in frame order, which lends each an output buffer for that part, so that GPU memory follows
-the frames on the GPU rather than VapourSynth's thread count; they wait for the GPU asleep
-(see ``AVDENOISE_CUDA_SYNC``). A GPU clip's frames (VapourSynth's Vulkan frames) come in
-through :attr:`CudaBackend.gpu_frames` instead, already on the device (``gpu_frames.py``).
+The strategies are chosen when the backend is made and their methods bound then, so a frame looks
+nothing up. Measured GIL-held time per frame, single-threaded: about 90-150 us (an upper bound,
+counting the kernel launch as held), against 250 us of kernel time for 1080p luma with d=1, a=2,
+s=4. No CuPy array operation and no allocation beyond a few small lists happen per frame: each
+thread gets its own non-blocking stream, output buffer, staging buffers and argument records on its
+first frame (``_cuda/buffers.py``'s ``ThreadState``). Passes with large work buffers (BM3D) run only
+a few frames on the GPU at once (``frames_in_flight``): threads upload and copy out in parallel, but
+enter the GPU part through a :class:`~avdenoise_vs._cuda.gate.GpuGate`, in frame order, which lends
+each an output buffer for that part, so that GPU memory follows the frames on the GPU rather than
+VapourSynth's thread count; they wait for the GPU asleep (see ``AVDENOISE_CUDA_SYNC``). A GPU clip's
+frames (VapourSynth's Vulkan frames) come in through :attr:`CudaBackend.gpu_frames` instead, already
+on the device (``gpu_frames.py``).
 """
 
 from __future__ import annotations
@@ -220,8 +220,7 @@ class CudaBackend:
     def compile_ahead(self) -> None:
         """Start compiling this backend's kernels into CuPy's cache without the device's
         context (``_backends/cuda/ahead.py``); :meth:`warm_up` waits for it. For the process that
-        compiles
-        for the warm-up queue: its context comes up meanwhile."""
+        compiles for the warm-up queue: its context comes up meanwhile."""
         from avdenoise_vs._backends.cuda.ahead import CompileAhead
 
         self._ahead = CompileAhead(self._cupy, self.kernel_specs(), self.device_id)

@@ -1,5 +1,5 @@
 // BM3D / CBM3D / V-BM3D: the kernels of one pass. Maths: avdenoise_vs/_bm3d/reference/ (the oracle):
-// _bm3d/reference/matching.py (grouping), _bm3d/reference/stages.py (shrinkage, aggregation), _bm3d_transforms.py.
+// _bm3d/reference/matching.py (grouping), _bm3d/reference/stages.py (shrinkage, aggregation), _bm3d/transforms.py.
 //
 // A generated header (avdenoise_vs/_bm3d/cuda/source.py, `bm3d_source`) defines, before this:
 //   BM_T        frames in the temporal window (2r + 1)

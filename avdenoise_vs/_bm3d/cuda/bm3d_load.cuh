@@ -7,7 +7,7 @@ __device__ __forceinline__ float bm_read(long long slot, long long off, long lon
 // Working values of one pixel of a frame slot: 8-bit scale, OPP for RGB.
 //
 // Float clips may hold NaN and infinities. A block with one in any grouped channel takes no
-// part (_bm3d_matching.finite_blocks): it forms no group and is never matched, and pixels no
+// part (_bm3d/reference/matching.py, finite_blocks): it forms no group and is never matched, and pixels no
 // group reaches keep their input (bm3d_finish). Joint passes put NaN into channel 0, which
 // blocks are matched on, wherever any channel is not finite: such a block's distance is then
 // NaN, failing every `d < limit` as an out-of-grid candidate's infinity does, and one test of

@@ -120,7 +120,7 @@ __device__ __forceinline__ int bm_pick(const int (&v)[N], int j) {
     return out;
 }
 
-// The predictive search outward through the window (_bm3d_matching.match_groups): in each
+// The predictive search outward through the window (_bm3d/reference/matching.py, match_groups): in each
 // other frame, the windows around the BM_PSNUM best candidates of the frame before it, from
 // entry BM_N0 on. Past frames first (t_ref - 1 down to 0), then future ones; each side starts
 // from the reference frame's full search. The seeds' windows share one copy of the distance

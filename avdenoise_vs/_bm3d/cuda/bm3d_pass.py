@@ -1,22 +1,20 @@
 """One BM3D pass on the GPU: its kernels, its workspaces and the schedule of its launches.
 
-:class:`Bm3dPass` is what the backend holds per BM3D pass. At creation it sizes the work
-buffers (``_bm3d/cuda/workspace.py``), builds the argument template (``_bm3d/cuda/args.py``) and
-picks
-the schedule that turns frames into launches: :class:`SpatialSchedule` for ``radius = 0``
+:class:`Bm3dPass` is what the backend holds per BM3D pass. At creation it sizes the work buffers
+(``_bm3d/cuda/workspace.py``), builds the argument template (``_bm3d/cuda/args.py``) and picks the
+schedule that turns frames into launches: :class:`SpatialSchedule` for ``radius = 0``
 (``_bm3d/cuda/schedule.py``), :class:`VBm3dSchedule` otherwise (``_bm3d/cuda/vbm3d_schedule.py``).
-It then
-only leases a workspace to each frame, hands the frame to the schedule and launches the
+It then only leases a workspace to each frame, hands the frame to the schedule and launches the
 kernels (bm3d_common.cuh and the parts after it) the schedule asks for.
 
 Notes
 -----
-Cost per reference block (warp): ``N = (2 bm_range + 1)^2 + 2r ps_num (2 ps_range + 1)^2``
-block distances of 64 multiply-adds each, a warp-wide selection of the ``K`` nearest, then per
-channel two 2-D transforms of ``K`` blocks (16 multiply-adds per sample), the Haar transform
-along the group and ``2 * 64 K`` int64 atomic adds (into the thread block's shared sums
-where they pay: ``_bm3d/cuda/launch.py``). There are ``ceil(H / step) ceil(W / step)``
-reference blocks per frame and stage.
+Cost per reference block (warp): ``N = (2 bm_range + 1)^2 + 2r ps_num (2 ps_range + 1)^2`` block
+distances of 64 multiply-adds each, a warp-wide selection of the ``K`` nearest, then per channel two
+2-D transforms of ``K`` blocks (16 multiply-adds per sample), the Haar transform along the group and
+``2 * 64 K`` int64 atomic adds (into the thread block's shared sums where they pay:
+``_bm3d/cuda/launch.py``). There are ``ceil(H / step) ceil(W / step)`` reference blocks per frame
+and stage.
 """
 
 from __future__ import annotations
@@ -77,7 +75,7 @@ class Bm3dPass:
     workspaces : int, optional
         Most frames of this pass on the GPU at once; default ``DEFAULT_WORKSPACES``.
     accumulators : int, optional
-        V-BM3D: accumulators kept on the GPU (``_vbm3d_schedule.VBm3dSchedule``).
+        V-BM3D: accumulators kept on the GPU (``vbm3d_schedule.VBm3dSchedule``).
     shared_limit : int, optional
         Shared memory a thread block may take on the device, bytes; default
         ``HOPPER_SHARED_LIMIT``.

@@ -1,8 +1,7 @@
 """The records of V-BM3D's schedule: window frames, jobs and what a frame claimed.
 
 They hold no logic of their own beyond their bookkeeping; ``_bm3d/cuda/vbm3d_schedule.py`` claims
-and
-makes them. A :class:`Job` is kept apart from the cache entries it adds to so that nothing
+and makes them. A :class:`Job` is kept apart from the cache entries it adds to so that nothing
 refers back from it: see its notes on events.
 """
 

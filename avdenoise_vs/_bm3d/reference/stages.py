@@ -1,8 +1,8 @@
 """The two collaborative-filtering stages of the NumPy BM3D reference.
 
 Both stages follow one pattern: group the reference blocks of some window frames
-(:mod:`._bm3d_matching`), shrink each group's 3-D spectrum, and aggregate the block estimates
-into the frames asked for. The public wrappers live in :mod:`.bm3d`.
+(:mod:`avdenoise_vs._bm3d.reference.matching`), shrink each group's 3-D spectrum, and aggregate the
+block estimates into the frames asked for. The public wrappers live in :mod:`.bm3d`.
 
 The papers it follows are cited in :mod:`avdenoise_vs._bm3d.reference.bm3d`.
 """

@@ -45,7 +45,7 @@ import cupy
 
 class Fake:
     device_id = 0
-    def __init__(self, passes, layout, device_index=None): pass
+    def __init__(self, passes, layout, device_index=None, vulkan_uuid=None): pass
     def kernel_specs(self): return ("fake-spec",)
     def compile_ahead(self): pass
     def warm_up(self): pass
