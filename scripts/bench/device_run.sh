@@ -29,6 +29,8 @@
 #   fleet      scripts/bench/fleet.py on fleet_nlm.vpy: a lone cold worker, then FLEET_SIZES
 #              workers cold with the warm-up queue on and off, and warm (FLEET_REPEAT runs each)
 #   floor      what a fleet pays before denoising: workers without the filter, and with CUDA up
+#   memory     a lone worker's GPU memory per BM3D case and its parts, scripts/bench/gpu_memory.py;
+#              gpu_memory.json
 #   gpuchain   a 1080p Vulkan chain around ours on GPU frames, through the host, and vsfeel's,
 #              scripts/bench/gpu_chain_bench.py (GPU_CHAIN_FRAMES, GPU_CHAIN_CASES); gpu_chain.json
 # bm3dcache, ab and startab add their key to any AVDENOISE_DEBUG already set.
@@ -44,7 +46,7 @@
 #   WARM_CACHE    CuPy kernel cache of the warm runs (default: a new folder under $TMPDIR)
 set -uo pipefail
 case ${1:-} in -h | --help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
-ALL_STEPS="tests doctor bench bm3d quality bm3dcache ab benchfleet headline startab fleet floor gpuchain"
+ALL_STEPS="tests doctor bench bm3d quality bm3dcache ab benchfleet headline startab fleet floor gpuchain memory"
 steps=${*:-tests bench bm3d quality fleet}
 for step in $steps; do
     [[ " $ALL_STEPS " == *" $step "* ]] || { echo "unknown step $step: one of $ALL_STEPS" >&2; exit 2; }
@@ -83,6 +85,9 @@ if has gpuchain; then
     "$py" scripts/bench/gpu_chain_bench.py --frames "${GPU_CHAIN_FRAMES:-600}" \
         ${GPU_CHAIN_CASES:+--cases "$GPU_CHAIN_CASES"} --json "$out/gpu_chain.json" \
         2>&1 | tee "$out/gpu_chain.log" | tail -20
+fi
+if has memory; then
+    "$py" scripts/bench/gpu_memory.py --json "$out/gpu_memory.json" 2>&1 | tee "$out/gpu_memory.log"
 fi
 if has doctor; then
     "$py" -m avdenoise_vs doctor > "$out/doctor.txt" 2>&1; echo "doctor exit $?"; tail -8 "$out/doctor.txt"
