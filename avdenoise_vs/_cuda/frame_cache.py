@@ -19,7 +19,7 @@ from collections.abc import Hashable, Sequence
 from avdenoise_vs._errors import CudaError
 from avdenoise_vs._log import thread_debug
 
-__all__ = ["Entry", "FrameCache", "wait_for"]
+__all__ = ["Entry", "FrameCache", "default_slots", "wait_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +183,21 @@ class FrameCache:
         slot = _Slot(self.slot_bytes)
         self._slots.append(slot)
         return slot
+
+
+def default_slots(
+    free_bytes: int, slot_bytes: int, window: int, num_inputs: int, admitted: int | None
+) -> int:
+    """Frames a backend keeps on the device, bounded by a quarter of the free device memory.
+
+    Gated passes keep the windows of the frames their gate admits (`admitted`); the others
+    those of 16 threads on consecutive frames. At least a window and two per input, whatever
+    the memory.
+    """
+    spare = admitted if admitted is not None else window + 24
+    wanted = num_inputs * (window + spare)
+    floor = num_inputs * (window + 2)
+    return max(floor, min(wanted, free_bytes // 4 // slot_bytes))
 
 
 def wait_for(entries, stream_ptr: int, runtime) -> None:

@@ -48,14 +48,8 @@ def context_only() -> dict:
 
 def backend_parts(backend) -> dict:
     """What one CudaBackend holds, MiB."""
-    outs = backend._gate.made if backend._gate else len(backend._states)
-    slot = backend._slots.nbytes / MIB
-    return {
-        "cache_mib": backend._cache.memory_bytes() / MIB,
-        "outs_mib": outs * slot,
-        "passes_mib": sum(p.memory_bytes() for p in backend._passes) / MIB,
-        "slot_mib": slot,
-    }
+    parts = {f"{name}_mib": size / MIB for name, size in backend.memory_parts().items()}
+    return parts | {"slot_mib": backend._slots.nbytes / MIB}
 
 
 def run_case(case: str, frames: int) -> dict:

@@ -165,6 +165,25 @@ def test_gated_frames_take_few_page_locked_buffers(fake_cuda, caller, monkeypatc
         assert pool.take() is not None and pool.made <= pool._limit  # a lent one came back
 
 
+@pytest.mark.parametrize("radius", [0, 1])
+def test_gated_frames_hold_slots_only_once_admitted(fake_cuda, caller, monkeypatch, radius):
+    """Gated frames take their cache slots once the gate admits them: 8 threads keep no more
+    slots than the windows of the frames admitted (the gate's places and its frames ahead),
+    and every frame is right."""
+    monkeypatch.setattr(cuda_nlm.NlmPass, "frames_in_flight", 1, raising=False)
+    backend, layout, written = _backend("GRAY8", "staged", radius=radius)
+    backend.warm_up()
+    frames = make_frames(layout)
+    order = [n % LENGTH for n in range(3 * LENGTH)]
+    results = render_in_threads(backend, layout, frames, order, radius, written, caller, 8)
+    for n in range(LENGTH):
+        np.testing.assert_array_equal(results[n], expected(frames, n, radius, 0))
+    window = 2 * radius + 1
+    assert backend._gate.admit_limit == 1 + 2
+    assert len(backend._cache._slots) <= window + backend._gate.admit_limit
+    assert backend._gate._admitted == 0  # every admission came back with its frame
+
+
 def test_render_threads_take_the_warm_up_state_first(fake_cuda, monkeypatch):
     """The warm-up's state, and those made up to the core's threads, go to the first render
     threads: a thread whose frame finds one makes none of its own."""

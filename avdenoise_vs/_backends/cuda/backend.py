@@ -8,30 +8,23 @@ does, so that the worker compiling for the warm-up queue runs NVRTC meanwhile
 
 Per frame the bridge calls :meth:`CudaBackend.bridge_process` from one of VapourSynth's
 threads, with the GIL serialising them, so the GIL-held time per frame bounds the frame rate.
-A frame therefore costs only a handful of calls; those that wait (copies, synchronisation)
-release the GIL while they do:
+A frame costs a handful of calls, and those that wait release the GIL: each window frame not
+yet on the device goes into a cached slot, then one ``cudaEventRecord`` (the upload strategy,
+``_cuda/transfer/``); a ``cudaStreamWaitEvent`` for cached frames another thread's stream
+uploaded; one fused kernel launch per pass (launches and event calls only queue work, so they
+keep the GIL: ``_cuda/calls.py``); the output comes back into the bridge's frame, or the
+bridge's host step does that without the GIL (the download strategy).
 
-1. each window frame not yet on the device (in steady state one per input) goes into a
-   cached device slot, then one ``cudaEventRecord`` (the upload strategy, ``_cuda/transfer/``);
-2. a ``cudaStreamWaitEvent`` for cached frames uploaded by another thread's stream and not
-   yet seen complete;
-3. one fused kernel launch per pass, its arguments one NumPy record per thread and pass
-   (launches and event calls only queue work, so they keep the GIL: see ``_cuda/calls.py``);
-4. the output comes back into the bridge's frame, or the bridge's host step does that
-   without the GIL (the download strategy, ``_cuda/transfer/``).
-
-The strategies are chosen when the backend is made and their methods bound then, so a frame looks
-nothing up. Measured GIL-held time per frame, single-threaded: about 90-150 us (an upper bound,
-counting the kernel launch as held), against 250 us of kernel time for 1080p luma with d=1, a=2,
-s=4. No CuPy array operation and no allocation beyond a few small lists happen per frame: each
-thread gets its own non-blocking stream, output buffer, staging buffers and argument records on its
-first frame (``_cuda/buffers.py``'s ``ThreadState``). Passes with large work buffers (BM3D) run only
-a few frames on the GPU at once (``frames_in_flight``): threads upload and copy out in parallel, but
-enter the GPU part through a :class:`~avdenoise_vs._cuda.gate.GpuGate`, in frame order, which lends
-each an output buffer for that part, so that GPU memory follows the frames on the GPU rather than
-VapourSynth's thread count; they wait for the GPU asleep (see ``AVDENOISE_CUDA_SYNC``). A GPU clip's
-frames (VapourSynth's Vulkan frames) come in through :attr:`CudaBackend.gpu_frames` instead, already
-on the device (``gpu_frames.py``).
+The strategies are chosen when the backend is made and their methods bound then, so a frame
+looks nothing up: about 90-150 us of GIL-held time per frame, single-threaded, against 250 us
+of kernel time for 1080p luma with d=1, a=2, s=4. No CuPy array operation and no allocation
+beyond a few small lists happen per frame: each thread gets its stream, output buffer and
+argument records once (``_cuda/buffers.py``'s ``ThreadState``). Passes with large work buffers
+(BM3D) run only a few frames on the GPU at once: a :class:`~avdenoise_vs._cuda.gate.GpuGate`
+admits a few frames to take their slots and upload, and lets fewer into the GPU part, in frame
+order, lending each an output buffer, so that GPU memory follows the frames on their way to
+the GPU rather than VapourSynth's thread count. A GPU clip's frames (VapourSynth's Vulkan
+frames) come in through :attr:`CudaBackend.gpu_frames`, already on the device.
 """
 
 from __future__ import annotations
@@ -53,7 +46,7 @@ from avdenoise_vs._backends.protocol import HostStep
 from avdenoise_vs._cuda import transfer as _transfer
 from avdenoise_vs._cuda.buffers import SlotLayout, ThreadState
 from avdenoise_vs._cuda.calls import cuda_calls, set_sync_mode
-from avdenoise_vs._cuda.frame_cache import FrameCache, wait_for
+from avdenoise_vs._cuda.frame_cache import FrameCache, default_slots, wait_for
 from avdenoise_vs._cuda.gate import GpuGate
 from avdenoise_vs._cuda.vkimport import Imports, cuda_device_for
 from avdenoise_vs._environment import check_cuda_settings, cuda_tuning, switch
@@ -260,13 +253,21 @@ class CudaBackend:
         with ThreadPoolExecutor(len(self._passes), thread_name_prefix="avdenoise-compile") as pool:
             list(pool.map(prepare, self._passes))  # list(): re-raises a failed compile
 
-    def memory_bytes(self) -> int:
-        """Device memory this backend holds: cached frames, output buffers (per thread, or the
-        gate's) and the passes' own buffers."""
+    def memory_parts(self) -> dict[str, int]:
+        """Device memory this backend holds, bytes: cached frames, output buffers (per thread,
+        or the gate's) and the passes' own buffers (``scripts/bench/gpu_memory.py``)."""
         with self._states_lock:
             outs = self._gate.made if self._gate else len(self._states)
         own = sum(npass.memory_bytes() for npass in self._passes)
-        return self._cache.memory_bytes() + outs * self._slots.nbytes + own
+        return {
+            "cache": self._cache.memory_bytes(),
+            "outs": outs * self._slots.nbytes,
+            "passes": own,
+        }
+
+    def memory_bytes(self) -> int:
+        """Device memory this backend holds, bytes (:meth:`memory_parts`)."""
+        return sum(self.memory_parts().values())
 
     def bridge_process(
         self, n: int, frame_numbers: tuple, windows: tuple, dst: tuple, base: int = 0
@@ -284,7 +285,7 @@ class CudaBackend:
             self._release_pending(state)
         distinct = list(dict.fromkeys(frame_numbers))
         keys = [(base + i, f) for i in range(self._num_inputs) for f in distinct]
-        entries, fresh = self._cache.acquire(keys)
+        entries, fresh = self._admit_and_acquire(keys)
         leases, out = [], None  # held until the frame's stream has synchronized
         center = frame_numbers[len(frame_numbers) // 2]
         try:
@@ -299,8 +300,23 @@ class CudaBackend:
         except BaseException:
             self._cache.abandon(fresh)
             self._abort(state, entries, leases, out)
+            if out is None and self._gate is not None:  # admitted, never entered
+                self._gate.withdraw()
             raise
         return self._download(state, dst, entries, leases, out)
+
+    def _admit_and_acquire(self, keys: list) -> tuple[list, list]:
+        """The frame's cache entries, taken once the gate admits the frame (gated passes: see
+        ``_cuda/gate.py``), so that slots follow the frames on their way to the GPU rather than
+        VapourSynth's threads."""
+        if self._gate is None:
+            return self._cache.acquire(keys)
+        self._gate.admit()
+        try:
+            return self._cache.acquire(keys)
+        except BaseException:
+            self._gate.withdraw()
+            raise
 
     # -- internals ------------------------------------------------------------------------
 
@@ -333,29 +349,20 @@ class CudaBackend:
     def _open(self) -> None:
         """Make the device current, which waits for (or creates) its context, and size the
         frame cache from its free memory: once, by the warm-up or the first thread's frame."""
-        if self._opened:
-            return
         with self._open_lock:
-            if not self._opened:
-                try:
-                    self._runtime.setDevice(self.device_id)
-                except self._runtime.CUDARuntimeError as error:
-                    raise BackendUnavailable(
-                        f"CUDA device {self.device_id} cannot start ({error})"
-                    ) from error
-                if self._cache_slots is None:
-                    self._cache.soft_limit = self._default_cache_slots()
-                self._opened = True
-
-    def _default_cache_slots(self) -> int:
-        """Frames to keep on the device: enough for 16 threads on consecutive frames, bounded
-        by a quarter of the free device memory (on the current device)."""
-        free, _ = self._runtime.memGetInfo()
-        # BM3D windows are wide (up to 8r + 1 frames) but read once per frame.
-        spare = 16 if self._gate is not None else self._window + 24
-        wanted = self._num_inputs * (self._window + spare)
-        floor = self._num_inputs * (self._window + 2)
-        return max(floor, min(wanted, free // 4 // self._slots.nbytes))
+            if self._opened:
+                return
+            try:
+                self._runtime.setDevice(self.device_id)
+            except self._runtime.CUDARuntimeError as error:
+                why = f"CUDA device {self.device_id} cannot start ({error})"
+                raise BackendUnavailable(why) from error
+            if self._cache_slots is None:
+                free, _ = self._runtime.memGetInfo()
+                admitted = self._gate.admit_limit if self._gate is not None else None
+                size = self._slots.nbytes, self._window, self._num_inputs, admitted
+                self._cache.soft_limit = default_slots(free, *size)
+            self._opened = True
 
     def _finish_here(self, host_step, dst: tuple) -> None:
         """Do a host step in Python, as the bridge would, and release what the frame held."""
