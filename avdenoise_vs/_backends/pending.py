@@ -4,7 +4,7 @@ VapourSynth asks a filter's inputs for frames only once the whole script has run
 that warms its GPU up in its constructor (the CUDA context, and the kernels under the warm-up
 queue, about a second when 16 workers start at once) holds back the source's first frames as
 well: in a fleet of V-BM3D workers the first frame reached the filter a second after its
-kernels were warm (docs/BENCHMARKS.md: "Fleet"). A deferred choice
+kernels were warm (docs/BENCHMARKS.md: "The warm-up on a thread of its own"). A deferred choice
 (``select_backend(..., defer=True)``) comes back at once; the first frame that reaches the
 filter waits for the warm-up and for the rest of the choice: the fallback to the CPU, its
 warnings, and the frame property that names the backend, which the bridge reads once the first

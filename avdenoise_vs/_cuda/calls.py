@@ -4,8 +4,8 @@ accumulators.
 
 CuPy releases the GIL around every CUDA call. With 16 VapourSynth threads in one process each
 release costs a wait to get the GIL back, often longer than the call (docs/BENCHMARKS.md,
-"where a frame's time goes"), while a launch, an event record or a stream wait only queues
-work and returns in microseconds. :class:`HeldCalls` makes them through ``ctypes.PyDLL``,
+"Measurements behind design choices"), while a launch, an event record or a stream wait only
+queues work and returns in microseconds. :class:`HeldCalls` makes them through ``ctypes.PyDLL``,
 which keeps the GIL, straight into the driver (``libcuda``, which CuPy itself needs);
 CuPy's handles are the driver's (``cudaStream_t`` is ``CUstream``, and so on). Copies from
 pageable memory, which take the driver hundreds of microseconds, still go through CuPy and

@@ -164,7 +164,8 @@ class CudaBackend:
         Gated frames wait for the GPU asleep (`sleep`) rather than spinning, unless the user
         chose a wait mode: with the whole context set to block, V-BM3D at radius 1 ran 331
         fps against 249 spinning; sleeping before the download alone, 119 against 106 (H200,
-        docs/BENCHMARKS.md: the wait modes, and "V-BM3D with one accumulator per frame").
+        docs/BENCHMARKS.md: "Transfers and wait modes in a fleet", "Measurements behind
+        design choices").
         """
         context = _transfer.Context(
             self._cupy, self._runtime, self._calls, self._cache, self._gate, self._slots,

@@ -17,7 +17,7 @@ one-frame window (NLM d=0) ran faster staged in every A/B run (median 2735 fps i
 against 2390 direct in four), and with d=1 slower (1825 against 2421-2593), so "auto" stages
 frames of 3 MiB or more, and frames of one-frame windows. With the bridge's host step, NLM
 Y d=0 under vspipe ran at 5141 and 4975 fps against 3500 and 3310 with Python's copies, in
-interleaved runs (docs/BENCHMARKS.md, "the bridge's host step").
+interleaved runs (docs/BENCHMARKS.md, "Measurements behind design choices").
 
 Gated passes (BM3D) stage their frames: one vspipe process (H200, 16 threads, 1080p) ran BM3D
 radius 0 luma at 2376 and 2283 fps staged against 814 and 570 direct, YUV444 604 and 645
