@@ -65,6 +65,12 @@ def test_stand_in_declares_every_entry_point_and_type() -> None:
     assert "VkIgnoredInComment" not in text
 
 
+def test_stand_in_refuses_a_type_whose_size_it_cannot_know() -> None:
+    """An enum or a struct by value typed as a handle would move every field after it."""
+    with pytest.raises(ValueError, match="VkFormat is no Vulkan type the stand-in knows"):
+        build.vulkan_stand_in("typedef struct X { VkFormat format; VkBuffer buffer; } X;")
+
+
 @needs_gpu_api
 @needs_compiler
 def test_plugin_builds_and_its_call_matches_the_mirror(tmp_path: Path) -> None:
