@@ -70,9 +70,14 @@ def add_gpu_frames(ext: Extension, include: str, build_temp: str) -> bool:
     spec = importlib.util.spec_from_file_location("_vulkan_stand_in", STAND_IN)
     stand_in = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stand_in)
+    try:
+        text = stand_in.vulkan_stand_in(header.read_text())
+    except ValueError as error:  # a header this build cannot lay out: CPU clips only
+        print(f"avdenoise-vs: building without GPU clips: {error}")
+        return False
     folder = Path(build_temp, "vulkan_stand_in")
     (folder / "vulkan").mkdir(parents=True, exist_ok=True)
-    (folder / "vulkan" / "vulkan_core.h").write_text(stand_in.vulkan_stand_in(header.read_text()))
+    (folder / "vulkan" / "vulkan_core.h").write_text(text)
     # Before the vapoursynth headers and the system's: an older vulkan_core.h lacks 1.4's types.
     ext.include_dirs.insert(0, str(folder))
     ext.sources.append(GPU_SOURCE)

@@ -133,3 +133,14 @@ def test_a_gpu_clip_with_nothing_to_denoise_is_passed_through() -> None:
     backend (``_native/gpu_frames.c``), so none needs the GPU."""
     plan = create("BM3D", clip=clip(), sigma=0.0)
     assert plan.gpu and plan.copy_planes == (0, 1, 2) and plan.radius == 0
+
+
+def test_a_gpu_plan_whose_backend_has_no_gpu_frames_fails_its_frames(fake_cuda) -> None:
+    """A GPU clip's planes are exported handles: a backend without a frame path for them
+    (this fake CUDA backend has none) must fail the frame, never read them as host planes."""
+    plan = create("NLMeans", clip=clip(), d=1)
+    backend = plan._pending.resolved()
+    backend.bridge_process = None  # reading the planes as host planes would call it
+    with pytest.raises(RuntimeError, match="avdenoise: the cuda backend cannot take GPU clips"):
+        plan.process(0, (0, 0, 1), ((),), ())
+    plan.close()

@@ -7,7 +7,13 @@ planes from large blocks (128 MiB on the H200), so an allocation is imported who
 (``cuImportExternalMemory``, then ``cuExternalMemoryGetMappedBuffer`` over all of it), cached
 by its ``memory_id``, which is never reused, and a plane is its base address plus the offset.
 Every export is a new fd for the same allocation: the bridge owns and closes them, and an
-import consumes a duplicate of its own (``os.dup``), which a failed import leaves to close.
+import consumes a duplicate of its own (``os.dup``), which a failed import leaves to close; once
+the driver has taken the duplicate, nothing here closes it again, even where the mapping that
+follows fails (destroying the import closes it).
+
+Every plane is checked against its allocation before its address is used: a plane that does not
+fit would have the copies read or write past the allocation, an error that ends the process's
+CUDA context rather than the frame.
 
 An import outlives the frames and keeps its block alive after VapourSynth frees it, so an
 :class:`Imports` holds at most :data:`MAX_IMPORTS`, dropping the least recently used one that
@@ -67,6 +73,7 @@ class Driver:
         except OSError as error:
             raise BackendUnavailable(f"the CUDA driver cannot be loaded ({error})") from error
         self._contexts: dict[int, c_void_p] = {}
+        self.dedicated_imports = 0  # imports that took CUDA_EXTERNAL_MEMORY_DEDICATED
 
     def call(self, name: str, *args) -> None:
         status = getattr(self.lib, name)(*args)
@@ -100,20 +107,25 @@ class Driver:
             self._contexts[ordinal] = context
         self.call("cuCtxSetCurrent", context)
 
-    def import_memory(self, fd: int, size: int) -> tuple[c_void_p, int]:
-        """Import the allocation `fd` exports, whole: ``(memory, base address)``. A success
-        consumes `fd`; a failure leaves it to the caller."""
+    def import_handle(self, fd: int, size: int) -> c_void_p:
+        """Import the allocation of `size` bytes that `fd` exports. A success consumes `fd`;
+        a failure leaves it to the caller."""
         memory, error = c_void_p(), None
-        for flags in (0, DEDICATED):
+        for flags in (0, DEDICATED):  # the export does not say which the allocation is
             desc = _MemoryHandleDesc(type=OPAQUE_FD, size=size, flags=flags)
             desc.handle[0] = fd
             try:
                 self.call("cuImportExternalMemory", ctypes.byref(memory), ctypes.byref(desc))
-                break
-            except CudaError as failed:
+            except CudaError as failed:  # the driver has not taken `fd`: try the other flags
                 error = failed
-        else:
-            raise error
+                continue
+            self.dedicated_imports += flags == DEDICATED
+            return memory
+        raise error
+
+    def map_whole(self, memory: c_void_p, size: int) -> int:
+        """The device address of all `size` bytes of an import; a failure destroys the import
+        (and with it the fd it consumed)."""
         base = c_uint64()
         buffer = _BufferDesc(offset=0, size=size)
         try:
@@ -123,7 +135,7 @@ class Driver:
         except CudaError:
             self.call("cuDestroyExternalMemory", memory)
             raise
-        return memory, base.value
+        return base.value
 
     def release(self, memory: c_void_p, base: int) -> None:
         """Unmap and destroy an import (nothing on the device may still use it)."""
@@ -163,10 +175,10 @@ def cuda_device_for(uuid: str, index: int | None, driver: Driver | None = None) 
 
 
 class _Import:
-    __slots__ = ("memory", "base", "leases")
+    __slots__ = ("memory", "base", "size", "leases")
 
-    def __init__(self, memory, base: int) -> None:
-        self.memory, self.base, self.leases = memory, base, 0
+    def __init__(self, memory, base: int, size: int) -> None:
+        self.memory, self.base, self.size, self.leases = memory, base, size, 0
 
 
 class Imports:
@@ -176,14 +188,19 @@ class Imports:
     ----------
     device_id : int
         The CUDA device (the GPU clip's Vulkan device).
+    extents : sequence of (int, int)
+        ``(row bytes, rows)`` of each plane of the clip's frames (inputs and output alike),
+        which every exported plane must fit in its allocation.
     limit : int, optional
         Imports kept at most while some are not leased (:data:`MAX_IMPORTS`).
     driver : Driver, optional
         The driver calls (a stand-in in tests).
     """
 
-    def __init__(self, device_id: int, limit: int = MAX_IMPORTS, driver=None) -> None:
-        self.device_id, self.limit = device_id, limit
+    def __init__(self, device_id: int, extents, limit: int | None = None, driver=None) -> None:
+        self.device_id = device_id
+        self.extents = tuple(extents)
+        self.limit = MAX_IMPORTS if limit is None else limit
         self._driver = driver or Driver()
         self._imports: OrderedDict[int, _Import] = OrderedDict()  # memory_id, oldest first
         self._lock = threading.Lock()
@@ -192,7 +209,16 @@ class Imports:
     def frame(self, windows: tuple, dst: tuple) -> tuple[tuple, tuple, list]:
         """A frame's planes as the host protocol's ``(address, stride, None)`` on the device:
         ``(windows, dst, leases)``, with every allocation they lie in leased until
-        :meth:`release` (after the frame's stream has synchronized)."""
+        :meth:`release` (after the frame's stream has synchronized).
+
+        Raises
+        ------
+        ValueError
+            For a plane that does not lie within its allocation, or an allocation whose size
+            differs from its import's; nothing is then leased.
+        CudaError
+            When an import fails.
+        """
         leases: dict[int, _Import] = {}
         converted: dict[int, tuple] = {}  # id of a frame's tuple: the window repeats frames
         with self._lock:
@@ -201,16 +227,18 @@ class Imports:
                     tuple(self._frame(planes, leases, converted) for planes in clip)
                     for clip in windows
                 )
-                dst = tuple(self._plane(plane, leases) for plane in dst)
+                dst = tuple(self._plane(p, plane, leases) for p, plane in enumerate(dst))
             except BaseException:
                 self._unlease(leases.values())
                 raise
         return windows, dst, list(leases.values())
 
     def release(self, leases: list) -> None:
-        """Give back the leases of :meth:`frame`."""
+        """Give back the leases of :meth:`frame`, dropping the imports over the limit that
+        frames in flight kept (the count comes back to the limit once they are done)."""
         with self._lock:
             self._unlease(leases)
+            self._evict(self.limit)
 
     def close(self) -> None:
         """Drop every import (the filter is gone: no frame is in flight). A driver already
@@ -232,12 +260,14 @@ class Imports:
     def _frame(self, planes: tuple, leases: dict, converted: dict) -> tuple:
         done = converted.get(id(planes))
         if done is None:
-            done = converted[id(planes)] = tuple(self._plane(p, leases) for p in planes)
+            done = tuple(self._plane(p, plane, leases) for p, plane in enumerate(planes))
+            converted[id(planes)] = done
         return done
 
-    def _plane(self, plane: tuple, leases: dict) -> tuple:
-        """One plane's ``(address, stride, None)``, its allocation leased (lock held)."""
+    def _plane(self, p: int, plane: tuple, leases: dict) -> tuple:
+        """Plane `p`'s ``(address, stride, None)``, its allocation leased (lock held)."""
         fd, memory_id, memory_size, offset, stride = plane
+        self._check_fits(p, memory_size, offset, stride)
         entry = leases.get(memory_id)
         if entry is None:
             entry = self._imports.get(memory_id)
@@ -247,26 +277,47 @@ class Imports:
                 self._imports.move_to_end(memory_id)
             entry.leases += 1
             leases[memory_id] = entry
+        if entry.size != memory_size:  # memory ids are never reused: VapourSynth's promise
+            raise ValueError(
+                f"avdenoise: allocation {memory_id} of a GPU frame is {memory_size} bytes, and "
+                f"its import {entry.size}"
+            )
         return entry.base + offset, stride, None
+
+    def _check_fits(self, p: int, memory_size: int, offset: int, stride: int) -> None:
+        """Raise unless plane `p`, at `offset` with rows `stride` bytes apart, lies within
+        its allocation of `memory_size` bytes."""
+        row_bytes, rows = self.extents[p]
+        end = offset + stride * (rows - 1) + row_bytes
+        if offset < 0 or stride < row_bytes or end > memory_size:
+            raise ValueError(
+                f"avdenoise: plane {p} of a GPU frame must lie within its allocation of "
+                f"{memory_size} bytes with rows of {row_bytes} bytes at least, got offset "
+                f"{offset}, stride {stride} and {rows} rows"
+            )
 
     def _import(self, fd: int, memory_id: int, memory_size: int) -> _Import:
         """Import an allocation, after dropping the oldest unleased imports over the limit."""
-        self._driver.make_current(self.device_id)
         self._evict(self.limit - 1)
+        self._driver.make_current(self.device_id)
         own = os.dup(fd)  # the bridge closes `fd`; a successful import consumes `own`
         try:
-            memory, base = self._driver.import_memory(own, memory_size)
+            memory = self._driver.import_handle(own, memory_size)
         except BaseException:
-            os.close(own)
+            os.close(own)  # not taken by the driver
             raise
-        entry = self._imports[memory_id] = _Import(memory, base)
+        base = self._driver.map_whole(memory, memory_size)  # from here `own` is the driver's
+        entry = self._imports[memory_id] = _Import(memory, base, memory_size)
         self.imported += 1
         return entry
 
     def _evict(self, keep: int) -> None:
-        for memory_id in [m for m, e in self._imports.items() if e.leases == 0]:
-            if len(self._imports) <= keep:
-                return
+        """Release the least recently used unleased imports while more than `keep` remain."""
+        idle = [m for m, e in self._imports.items() if e.leases == 0]
+        surplus = idle[: max(0, len(self._imports) - keep)]
+        if surplus:
+            self._driver.make_current(self.device_id)  # the releasing thread's context
+        for memory_id in surplus:
             entry = self._imports.pop(memory_id)
             self._driver.release(entry.memory, entry.base)
 

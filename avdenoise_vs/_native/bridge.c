@@ -119,15 +119,19 @@ PyGILState_STATE take_gil(void) {
     return PyGILState_Ensure();
 }
 
-/* After a frame's plan.process succeeded: the GIL held orders it before every later frame's
- * use. */
+/* After a frame's plan.process succeeded. The release store publishes `props` to frames that
+ * check `props_read` without the GIL (props_have_been_read); `props` never changes after. */
 int read_props_once(FilterData *d, const VSAPI *vsapi) {
     if (d->props_read) return 0;
     PyObject *props = PyObject_GetAttrString(d->plan, "props");
     int status = props ? props_to_map(props, &d->props, vsapi) : -1;
     Py_XDECREF(props);
-    if (status == 0) d->props_read = 1;
+    if (status == 0) __atomic_store_n(&d->props_read, 1, __ATOMIC_RELEASE);
     return status;
+}
+
+int props_have_been_read(const FilterData *d) {
+    return __atomic_load_n(&d->props_read, __ATOMIC_ACQUIRE);
 }
 
 PyObject *window_numbers(int n, const FilterData *d) {

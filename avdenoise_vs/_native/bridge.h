@@ -24,7 +24,7 @@ typedef struct {
     int radius;
     int copy_plane[3];
     VSMap *props;   /* plan.props, or NULL when it is empty */
-    int props_read; /* plan.props has been read into `props` (under the GIL) */
+    int props_read; /* plan.props has been read into `props`: set once, under the GIL */
     VSVideoInfo vi;
 } FilterData;
 
@@ -47,5 +47,8 @@ PyObject *window_numbers(int n, const FilterData *d);
 
 /* Reads plan.props into d->props once; 0, or -1 with a Python error; GIL held. */
 int read_props_once(FilterData *d, const VSAPI *vsapi);
+
+/* Whether d->props is read (and so final); safe without the GIL. */
+int props_have_been_read(const FilterData *d);
 
 #endif

@@ -23,7 +23,12 @@
 #define OPAQUE_FD 1 /* VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT, what CUDA imports here */
 #define MAX_TAKEN (MAX_INPUTS * MAX_WINDOW)
 
-static int usable; /* set at registration: the running library is the one built against */
+/* Set at each core's registration (always to the same value: one library per process) and read
+ * by the frames of every core, hence the atomics. */
+static int usable_library;
+
+/* Whether the running library is the one built against. */
+static int usable(void) { return __atomic_load_n(&usable_library, __ATOMIC_RELAXED); }
 
 /* One exported plane: what Python gets of it. */
 typedef struct {
@@ -48,8 +53,10 @@ int gpu_frames_init(const VSPLUGINAPI *vspapi) {
     long running = release ? PyLong_AsLong(release) : -1;
     Py_XDECREF(release);
     PyErr_Clear(); /* no release to compare: the plain path */
-    usable = vspapi->getAPIVersion() == VAPOURSYNTH_API_VERSION && running == AVDENOISE_VS_RELEASE;
-    return usable;
+    int same = vspapi->getAPIVersion() == VAPOURSYNTH_API_VERSION &&
+               running == AVDENOISE_VS_RELEASE;
+    __atomic_store_n(&usable_library, same, __ATOMIC_RELAXED);
+    return same;
 }
 
 static PyObject *uuid_hex(const uint8_t *uuid) {
@@ -85,7 +92,7 @@ static int mark_clip(PyObject *info, VSNode *node, const char *name, VSCore *cor
 
 int gpu_frames_mark(PyObject *args, const VSMap *in, const char *name, VSCore *core,
                     const VSAPI *vsapi) {
-    if (!usable) return 0;
+    if (!usable()) return 0;
     int keys = vsapi->mapNumKeys(in);
     for (int k = 0; k < keys; k++) {
         const char *key = vsapi->mapGetKey(in, k);
@@ -104,7 +111,7 @@ int gpu_frames_mark(PyObject *args, const VSMap *in, const char *name, VSCore *c
 }
 
 int gpu_frames_residency(const FilterData *d, const VSAPI *vsapi) {
-    if (!usable) return 0;
+    if (!usable()) return 0;
     int gpu = 0;
     for (int i = 0; i < d->num_inputs; i++) {
         int here = vsapi->getNodeResidency(d->nodes[i]) == nrGPU;
@@ -122,7 +129,7 @@ static int all_passed_through(const FilterData *d) {
 
 /* Reads plan.props (once) outside plan.process, for frames that make no call; 0 or -1. */
 static int props_without_process(FilterData *d, char *error, size_t size, const VSAPI *vsapi) {
-    if (d->props_read) return 0;
+    if (props_have_been_read(d)) return 0;
     if (!enter_python()) {
         snprintf(error, size, "avdenoise: the Python interpreter is exiting");
         return -1;
@@ -136,24 +143,25 @@ static int props_without_process(FilterData *d, char *error, size_t size, const 
 }
 
 /* Every plane passed through: the centre frame's planes, shared, as on the CPU (frames taken
- * with getFrameFilter may share their planes; exportable ones may not). */
+ * with getFrameFilter may share their planes; exportable ones may not). The window's other
+ * frames, requested as for any filter, are left to the core. */
 static VSFrame *pass_through(int n, FilterData *d, VSFrameContext *ctx, VSCore *core,
                              char *error, size_t size, const VSAPI *vsapi) {
-    const VSFrame *centre = NULL;
-    int centre_number = clamp_frame(n, d->vi.numFrames);
-    for (int i = 0; i < d->num_inputs; i++)
-        for (int t = 0; t < 2 * d->radius + 1; t++) {
-            int m = clamp_frame(n - d->radius + t, d->vi.numFrames);
-            if (t > 0 && m == clamp_frame(n - d->radius + t - 1, d->vi.numFrames)) continue;
-            const VSFrame *frame = vsapi->getFrameFilter(m, d->nodes[i], ctx);
-            if (i == 0 && m == centre_number && !centre) centre = frame;
-            else vsapi->freeFrame(frame);
-        }
+    int m = clamp_frame(n, d->vi.numFrames);
+    const VSFrame *centre = vsapi->getFrameFilter(m, d->nodes[0], ctx);
+    if (!centre) { /* a CPU frame made without sources would be a blank one */
+        snprintf(error, size, "avdenoise.%s: frame %d of input 0 is missing", d->name, m);
+        return NULL;
+    }
     const VSFrame *sources[3] = {centre, centre, centre};
     int planes[3] = {0, 1, 2};
     VSFrame *dst = vsapi->newVideoFrame2(&d->vi.format, d->vi.width, d->vi.height, sources, planes,
                                          centre, core);
     vsapi->freeFrame(centre);
+    if (!dst) {
+        snprintf(error, size, "avdenoise.%s: no frame could be made for the output", d->name);
+        return NULL;
+    }
     if (props_without_process(d, error, size, vsapi) != 0) {
         vsapi->freeFrame(dst);
         return NULL;
@@ -182,6 +190,7 @@ static int take_inputs(int n, const FilterData *d, GpuFrame *f, VSFrameContext *
             }
             int k = f->num_taken++;
             f->taken[k] = frame, f->number[k] = m, f->input[k] = i, f->index[i][t] = k;
+            reason[0] = '\0';
             if (vk->waitGPUFrame(frame, reason, sizeof reason)) {
                 snprintf(error, size, "avdenoise.%s: waiting for frame %d of input %d failed: %s",
                          d->name, m, i, reason);
@@ -297,7 +306,9 @@ static int call_plan(int n, FilterData *d, const GpuFrame *f, char *error, size_
     if (numbers && windows && dst)
         result = PyObject_CallMethod(d->plan, "process", "iOOO", n, numbers, windows, dst);
     if (result == Py_None) status = 0;
-    else if (result) PyErr_SetString(PyExc_TypeError, "bridge: plan.process must return None for GPU frames");
+    else if (result) /* a host step would copy through host pointers, which GPU frames lack */
+        PyErr_Format(PyExc_TypeError, "avdenoise.%s: plan.process must return None for GPU "
+                     "frames, got %.80R", d->name, result);
     if (status == 0) status = read_props_once(d, vsapi);
     if (status != 0) format_python_error(error, size, "");
     Py_XDECREF(result);

@@ -20,6 +20,17 @@ __all__ = ["vulkan_entry_points", "vulkan_stand_in"]
 #: Types VSVulkan4.h takes by pointer only: declared, never defined.
 STRUCTS = {"VkMemoryRequirements"}
 SCALARS = {"VkDeviceSize": "uint64_t", "VkDeviceAddress": "uint64_t", "VkBool32": "uint32_t"}
+#: Vulkan 1.4's handles (and debug utils'), pointers on 64-bit targets. A name the header uses
+#: that is none of these kinds (an enum or a struct taken by value) has a size the stand-in
+#: cannot know, so it is refused rather than guessed: a guess would move every field after it.
+HANDLES = {
+    "VkInstance", "VkPhysicalDevice", "VkDevice", "VkQueue", "VkCommandBuffer", "VkBuffer",
+    "VkImage", "VkSemaphore", "VkFence", "VkDeviceMemory", "VkEvent", "VkQueryPool",
+    "VkBufferView", "VkImageView", "VkShaderModule", "VkPipelineCache", "VkPipelineLayout",
+    "VkPipeline", "VkRenderPass", "VkDescriptorSetLayout", "VkSampler", "VkDescriptorSet",
+    "VkDescriptorPool", "VkFramebuffer", "VkCommandPool", "VkSamplerYcbcrConversion",
+    "VkDescriptorUpdateTemplate", "VkPrivateDataSlot", "VkDebugUtilsMessengerEXT",
+}  # fmt: skip
 
 
 def _without_comments(text: str) -> str:
@@ -40,11 +51,20 @@ def _type_line(name: str) -> str:
         return f"typedef uint32_t {name};"
     if name in STRUCTS:
         return f"typedef struct {name} {name};"
-    return f"typedef struct {name}_T *{name};"  # a handle: a pointer on 64-bit targets
+    if name in HANDLES:
+        return f"typedef struct {name}_T *{name};"
+    raise ValueError(f"vulkan_stand_in: {name} is no Vulkan type the stand-in knows the size of")
 
 
 def vulkan_stand_in(header: str) -> str:
-    """A vulkan_core.h with what `header` (VSVulkan4.h's text) needs of it."""
+    """A vulkan_core.h with what `header` (VSVulkan4.h's text) needs of it.
+
+    Raises
+    ------
+    ValueError
+        When `header` names a Vulkan type of a size the stand-in does not know (see
+        :data:`HANDLES`).
+    """
     code = _without_comments(header)
     names = sorted(set(re.findall(r"\bVk[A-Z]\w*", code)) - {"VkResult"})
     lines = [

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-from avdenoise_vs._params.options import Distance, WeightMode
+from avdenoise_vs._params.options import Distance, FrameLayout, WeightMode
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -26,6 +26,7 @@ __all__ = [
     "PassCommon",
     "PassSettings",
     "Stages",
+    "untouched_planes",
 ]
 
 
@@ -277,6 +278,13 @@ _NLM_PLANE_COUNTS = {
     Distance.RGB: (3,),
 }
 _BM3D_PLANE_COUNTS = {**_NLM_PLANE_COUNTS, Distance.CHROMA: (1, 2)}
+
+
+def untouched_planes(layout: FrameLayout, passes: tuple[PassSettings, ...]) -> tuple[int, ...]:
+    """Planes of `layout` that no pass writes: every output frame takes them from the source
+    frame, bit for bit."""
+    written = {plane for options in passes for plane in options.written_planes}
+    return tuple(p for p in range(layout.num_planes) if p not in written)
 
 
 def _check(settings: PassSettings, holds: bool, name: str, constraint: str) -> None:

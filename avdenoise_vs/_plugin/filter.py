@@ -12,11 +12,11 @@ from avdenoise_vs._backends.select import select_backend
 from avdenoise_vs._log import vs_warning
 from avdenoise_vs._params import BM3D_PARAMS, DENOISE_PARAMS, NLMEANS_PARAMS
 from avdenoise_vs._params.options import FrameLayout
-from avdenoise_vs._params.settings import Algorithm, PassSettings
+from avdenoise_vs._params.settings import Algorithm, PassSettings, untouched_planes
 from avdenoise_vs._params.spec import Param, parse_arguments
 from avdenoise_vs._params.translate import Call, translate
 from avdenoise_vs._plugin.layout import check_same_layout, layout_from_info
-from avdenoise_vs._plugin.passes import plan_bm3d_passes, plan_passes, untouched_planes
+from avdenoise_vs._plugin.passes import plan_bm3d_passes, plan_passes
 
 __all__ = [
     "BACKEND_PROPERTY",
@@ -82,10 +82,9 @@ class FilterPlan:
 
     def _use(self, backend: Backend) -> None:
         self.backend = backend
-        # GPU clips take the CUDA backend's own frame path (only it has one).
-        gpu_frames = getattr(backend, "gpu_frames", None) if self.gpu else None
-        if gpu_frames is not None:
-            self.process = gpu_frames.process
+        if self.gpu:  # GPU clips take the CUDA backend's own frame path (only it has one)
+            gpu_frames = getattr(backend, "gpu_frames", None)
+            self.process = _no_gpu_frames(backend) if gpu_frames is None else gpu_frames.process
         else:
             self.process = backend.bridge_process
         self.props = {BACKEND_PROPERTY: backend_name(backend)}
@@ -99,6 +98,16 @@ class FilterPlan:
         assert pending is not None  # the plan's process only while it has a pending backend
         self._use(pending.resolved())
         return self.process(n, frame_numbers, windows, dst)
+
+
+def _no_gpu_frames(backend: Backend) -> Callable[..., None]:
+    """The process of a plan of GPU clips whose backend has no frame path for them: every frame
+    fails, since its planes are exported handles and not the host addresses of CPU frames."""
+
+    def refuse(n: int, frame_numbers: tuple, windows: tuple, dst: tuple) -> None:
+        raise RuntimeError(f"avdenoise: the {backend_name(backend)} backend cannot take GPU clips")
+
+    return refuse
 
 
 def backend_name(backend: Backend) -> str:

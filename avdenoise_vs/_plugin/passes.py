@@ -17,7 +17,7 @@ from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, Wei
 from avdenoise_vs._params.settings import Algorithm, Bm3dSettings, NlmSettings, PassSettings, Stages
 from avdenoise_vs._plugin.layout import family_name
 
-__all__ = ["plan_bm3d_passes", "plan_passes", "untouched_planes"]
+__all__ = ["plan_bm3d_passes", "plan_passes"]
 
 #: Plane groups and distances for each ``channels`` value on YUV and GRAY clips.
 _YUV_GROUPS = {
@@ -66,12 +66,6 @@ def plan_passes(
     if Algorithm(values["algorithm"]) is Algorithm.BM3D:
         _check_bm3d_size(function, layout, groups)
     return tuple(_pass(values, planes, distance) for planes, distance in groups)
-
-
-def untouched_planes(layout: FrameLayout, passes: tuple[PassSettings, ...]) -> tuple[int, ...]:
-    """Planes no pass writes: the bridge shares them with the source frame, bit for bit."""
-    written = {plane for options in passes for plane in options.written_planes}
-    return tuple(p for p in range(layout.num_planes) if p not in written)
 
 
 class _Said:

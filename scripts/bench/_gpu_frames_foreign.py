@@ -1,11 +1,12 @@
 """The foreign side of the GPU frames probe: what gpu_frames_probe.c hands over, and the two
 APIs that can take it.
 
-``Cuda`` imports the exported opaque fds with the CUDA driver API through ctypes
-(cuImportExternalMemory, cuExternalMemoryGetMappedBuffer; cuImportExternalSemaphore for the
-timelines) and reads and writes the planes as CuPy arrays. ``Mapped`` is a test double for a
-CPU Vulkan device whose opaque fds are memory files (Mesa's lavapipe): it maps them with mmap,
-so the probe's VapourSynth side can be checked on a machine without a GPU.
+``Cuda`` imports the exported opaque fds with the CUDA driver API through the package's own
+calls (``avdenoise_vs/_cuda/vkimport.py``: the device by UUID, cuImportExternalMemory and
+cuExternalMemoryGetMappedBuffer), adds cuImportExternalSemaphore for the timelines, and reads
+and writes the planes as CuPy arrays. ``Mapped`` is a test double for a CPU Vulkan device whose
+opaque fds are memory files (Mesa's lavapipe): it maps them with mmap, so the probe's
+VapourSynth side can be checked on a machine without a GPU.
 
 Both cache imports by the allocation's ``memory_id``, import it whole, and address a plane at
 base + offset: every export is a new fd for the same allocation.
@@ -16,10 +17,17 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import sys
 import threading
 from ctypes import c_int, c_int64, c_uint32, c_uint64, c_void_p
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the package, installed or not
+
+from avdenoise_vs._cuda.vkimport import Driver, cuda_device_for
+from avdenoise_vs._errors import CudaError
 
 
 class Plane(ctypes.Structure):
@@ -77,27 +85,8 @@ def close_left(fds: dict[int, None]) -> None:
 
 
 # ---- CUDA through the driver API (cuda.h, 64-bit layouts) --------------------------------
-# The handle is a union of {int fd; {void *, const void *} win32; const void *}: 16 bytes at 8.
-class _MemoryHandleDesc(ctypes.Structure):
-    _fields_ = [
-        ("type", c_uint32),
-        ("_pad", c_uint32),
-        ("handle", c_uint64 * 2),
-        ("size", c_uint64),
-        ("flags", c_uint32),
-        ("reserved", c_uint32 * 16),
-    ]
-
-
-class _BufferDesc(ctypes.Structure):
-    _fields_ = [
-        ("offset", c_uint64),
-        ("size", c_uint64),
-        ("flags", c_uint32),
-        ("reserved", c_uint32 * 16),
-    ]
-
-
+# The semaphores' descriptors; the memory's are vkimport's. The handle is a union of
+# {int fd; {void *, const void *} win32; const void *}: 16 bytes at 8.
 class _SemaphoreHandleDesc(ctypes.Structure):
     _fields_ = [
         ("type", c_uint32),
@@ -119,13 +108,7 @@ class _SemaphoreParams(ctypes.Structure):
     ]
 
 
-OPAQUE_FD = 1  # CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD, VK_..._OPAQUE_FD_BIT alike
 TIMELINE_SEMAPHORE_FD = 9  # CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD
-DEDICATED = 1  # CUDA_EXTERNAL_MEMORY_DEDICATED
-
-
-class CudaError(RuntimeError):
-    pass
 
 
 class Cuda:
@@ -135,41 +118,25 @@ class Cuda:
         import cupy
 
         self.cupy = cupy
-        self.lib = ctypes.CDLL("libcuda.so.1")
-        self.call("cuInit", c_uint32(0))
+        self.driver = Driver()
+        self.ordinal = cuda_device_for(uuid_hex, None, self.driver)
         version = c_int()
         self.call("cuDriverGetVersion", ctypes.byref(version))
         self.driver_version = version.value
-        self.device, self.ordinal = self._matching_device(uuid_hex.replace("-", "").lower())
-        self.context = c_void_p()
+        self.device, self.context = c_int(), c_void_p()
+        self.call("cuDeviceGet", ctypes.byref(self.device), c_int(self.ordinal))
         self.call("cuDevicePrimaryCtxRetain", ctypes.byref(self.context), self.device)
         self.memories: dict[int, tuple[c_void_p, int]] = {}  # memory_id -> (import, base)
         self.semaphores: dict[int, c_void_p] = {}  # VkSemaphore -> import
-        self.dedicated_imports = 0
         self.local = threading.local()
 
     def call(self, name: str, *args) -> None:
-        status = getattr(self.lib, name)(*args)
-        if status != 0:
-            text = ctypes.c_char_p()
-            self.lib.cuGetErrorName(c_int(status), ctypes.byref(text))
-            raise CudaError(f"{name} returned {status} ({(text.value or b'?').decode()})")
+        self.driver.call(name, *args)
 
-    def _matching_device(self, uuid_hex: str) -> tuple[c_int, int]:
-        count = c_int()
-        self.call("cuDeviceGetCount", ctypes.byref(count))
-        seen = []
-        get_uuid = (
-            "cuDeviceGetUuid_v2" if hasattr(self.lib, "cuDeviceGetUuid_v2") else "cuDeviceGetUuid"
-        )
-        for i in range(count.value):
-            device, uuid = c_int(), (ctypes.c_ubyte * 16)()
-            self.call("cuDeviceGet", ctypes.byref(device), c_int(i))
-            self.call(get_uuid, ctypes.byref(uuid), device)
-            seen.append(bytes(uuid).hex())
-            if seen[-1] == uuid_hex:
-                return device, i
-        raise CudaError(f"no CUDA device has the Vulkan device's UUID {uuid_hex} (CUDA: {seen})")
+    @property
+    def dedicated_imports(self) -> int:
+        """Imports that took CUDA_EXTERNAL_MEMORY_DEDICATED (the plain flags refused)."""
+        return self.driver.dedicated_imports
 
     def enter(self):
         """The calling thread's stream, with this device's primary context current."""
@@ -182,26 +149,11 @@ class Cuda:
     def _import_memory(self, plane: Plane, fds: dict[int, None]) -> int:
         if plane.memory_id in self.memories:
             return self.memories[plane.memory_id][1]
-        memory, error = c_void_p(), None
-        for flags in (0, DEDICATED):  # the export does not say which the allocation is
-            desc = _MemoryHandleDesc(type=OPAQUE_FD, size=plane.memory_size, flags=flags)
-            desc.handle[0] = plane.fd
-            try:
-                self.call("cuImportExternalMemory", ctypes.byref(memory), ctypes.byref(desc))
-                break
-            except CudaError as failed:  # a failed import leaves the fd with the caller
-                error = failed
-        else:
-            raise error
+        memory = self.driver.import_handle(plane.fd, plane.memory_size)  # a failure: fd left
         fds.pop(plane.fd)  # consumed by the import
-        self.dedicated_imports += flags == DEDICATED
-        base = c_uint64()
-        buffer = _BufferDesc(offset=0, size=plane.memory_size)
-        self.call(
-            "cuExternalMemoryGetMappedBuffer", ctypes.byref(base), memory, ctypes.byref(buffer)
-        )
-        self.memories[plane.memory_id] = (memory, base.value)
-        return base.value
+        base = self.driver.map_whole(memory, plane.memory_size)
+        self.memories[plane.memory_id] = (memory, base)
+        return base
 
     def array(self, plane: Plane, dtype, fds: dict[int, None]):
         """The plane as a (height, width) CuPy view of the imported memory."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from avdenoise_vs._errors import CudaError
 
-__all__ = ["UUID", "Allocation", "FakeDriver", "GpuFrameStore", "is_open"]
+__all__ = ["UUID", "Allocation", "FakeDriver", "FakeImport", "GpuFrameStore", "is_open"]
 
 UUID = "0123456789abcdef0123456789abcdef"
 
@@ -50,7 +50,10 @@ class Allocation:
 
 class FakeDriver:
     """``vkimport.Driver``'s calls over :class:`Allocation` s: an import consumes its fd (closes
-    it) and maps the allocation's NumPy memory; `refuse` makes that many imports fail."""
+    it) and maps the allocation's NumPy memory; `refuse` makes that many imports fail, and
+    `refuse_map` that many mappings after a successful import (the driver then destroys the
+    import, which owned the fd: the test opens :attr:`bystander`, which takes the fd's number,
+    as another thread's open would)."""
 
     def __init__(self, uuids=(UUID,)) -> None:
         self._uuids = list(uuids)
@@ -58,7 +61,8 @@ class FakeDriver:
         self.imports: list[int] = []  # memory ids, in import order
         self.released: list[int] = []
         self.current: list[int] = []
-        self.refuse = 0
+        self.refuse = self.refuse_map = 0
+        self.bystander: int | None = None
 
     def uuids(self) -> list[str]:
         return list(self._uuids)
@@ -69,18 +73,35 @@ class FakeDriver:
     def register(self, allocation: Allocation, fd: int) -> None:
         self.allocations[os.fstat(fd).st_ino] = allocation
 
-    def import_memory(self, fd: int, size: int):
+    def import_handle(self, fd: int, size: int) -> FakeImport:
         allocation = self.allocations[os.fstat(fd).st_ino]
         if self.refuse:
             self.refuse -= 1
             raise CudaError("avdenoise: cuImportExternalMemory failed: CUDA_ERROR_INVALID_VALUE")
         assert size == allocation.memory.nbytes
         os.close(fd)  # consumed
-        self.imports.append(allocation.memory_id)
-        return allocation.memory_id, allocation.memory.ctypes.data
+        return FakeImport(allocation)
 
-    def release(self, memory, base: int) -> None:
-        self.released.append(memory)
+    def map_whole(self, memory: FakeImport, size: int) -> int:
+        if self.refuse_map:
+            self.refuse_map -= 1
+            memory.alive = False  # the driver destroys the import, and with it the fd
+            self.bystander = os.open(os.devnull, os.O_RDONLY)  # the freed number, reused
+            raise CudaError("avdenoise: cuExternalMemoryGetMappedBuffer failed: CUDA_ERROR_X")
+        self.imports.append(memory.allocation.memory_id)
+        return memory.allocation.memory.ctypes.data
+
+    def release(self, memory: FakeImport, base: int) -> None:
+        assert memory.alive, "an import released twice"
+        memory.alive = False
+        self.released.append(memory.allocation.memory_id)
+
+
+class FakeImport:
+    """One import of an allocation: alive until the driver releases it."""
+
+    def __init__(self, allocation: Allocation) -> None:
+        self.allocation, self.alive = allocation, True
 
 
 class GpuFrameStore:

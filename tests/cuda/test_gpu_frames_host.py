@@ -110,3 +110,40 @@ def test_a_gpu_clip_backend_runs_on_the_device_with_the_clip_s_uuid(fakes, monke
     driver._uuids = ["ff" * 16]
     with pytest.raises(Exception, match="no CUDA device is the GPU clip's Vulkan device"):
         _backend()
+
+
+def test_a_failed_frame_waits_for_its_stream_before_giving_its_imports_back(fakes):
+    runtime, driver = fakes
+    backend = _backend(radius=0)
+    store = GpuFrameStore(driver, LAYOUT)
+    store.put(("in", 0), make_frames(LAYOUT)[0])
+    imports = backend.gpu_frames.imports
+    seen = []
+
+    def failing(*args):
+        seen.append([entry.leases for entry in imports._imports.values()])
+        raise RuntimeError("avdenoise: a kernel failed")
+
+    backend.gpu_frames._frame = failing
+    synchronized = runtime.counts.get("streamSynchronize", 0)
+    with pytest.raises(RuntimeError, match="a kernel failed"):
+        _frame(backend, store, 0, 0, ("out", 0))
+    assert seen == [[1]]  # leased while the frame ran
+    assert runtime.counts["streamSynchronize"] == synchronized + 1
+    assert all(entry.leases == 0 for entry in imports._imports.values())
+    store.close()
+
+
+def test_a_plane_that_does_not_fit_its_allocation_fails_the_frame(fakes):
+    _, driver = fakes
+    backend = _backend(radius=0)
+    store = GpuFrameStore(driver, LAYOUT)
+    store.put(("in", 0), make_frames(LAYOUT)[0])
+    numbers = (0,)
+    planes = list(store.planes(("in", 0)))
+    fd, memory_id, memory_size, offset, stride = planes[1]
+    planes[1] = (fd, memory_id, memory_size, memory_size - stride, stride)  # rows past the end
+    with pytest.raises(ValueError, match="plane 1 of a GPU frame must lie within its allocation"):
+        backend.gpu_frames.process(0, numbers, ((tuple(planes),),), store.planes(("out", 0)))
+    assert all(entry.leases == 0 for entry in backend.gpu_frames.imports._imports.values())
+    store.close()

@@ -11,27 +11,16 @@ every other core.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from avdenoise_vs._plugin import bridge
 
-vs = pytest.importorskip("vapoursynth")
-
-ROOT = Path(__file__).resolve().parents[2]
-NATIVE = ROOT / "avdenoise_vs" / "_native"
-VS_INCLUDE = Path(vs.__file__).parent / "include"
-HAS_GPU_API = (VS_INCLUDE / "VSVulkan4.h").is_file()
-COMPILER = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
-needs_compiler = pytest.mark.skipif(COMPILER is None, reason="no C compiler")
-needs_gpu_api = pytest.mark.skipif(not HAS_GPU_API, reason="this VapourSynth has no VSVulkan4.h")
+from ._bridge_build import build, needs_compiler, needs_gpu_api, vs
 
 #: A core without autoloading: the variant under test is the only avdenoise there.
 _REGISTERED = """
@@ -58,36 +47,6 @@ print(json.dumps({f.name: [f.signature, f.return_signature] for f in functions})
 """
 
 
-def _build(tmp_path: Path, gpu_release: int | None) -> Path:
-    """The bridge built as setup.py builds it; with `gpu_release`, with GPU frames built for
-    that VapourSynth release, else against headers without VSVulkan4.h (R79's)."""
-    include = tmp_path / "include"
-    include.mkdir()
-    shutil.copy(VS_INCLUDE / "VapourSynth4.h", include)
-    sources = sorted(str(p) for p in NATIVE.glob("*.c") if p.name != "gpu_frames.c")
-    defines = ["-DAVDENOISE_VERSION_MAJOR=0", "-DAVDENOISE_VERSION_MINOR=1",
-               '-DAVDENOISE_VERSION="0.1.0"']  # fmt: skip
-    if gpu_release is not None:
-        shutil.copy(VS_INCLUDE / "VSVulkan4.h", include)
-        spec = importlib.util.spec_from_file_location("_stand_in", NATIVE / "vulkan_stand_in.py")
-        stand_in = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(stand_in)
-        (include / "vulkan").mkdir()
-        header = (include / "VSVulkan4.h").read_text()
-        (include / "vulkan" / "vulkan_core.h").write_text(stand_in.vulkan_stand_in(header))
-        sources.append(str(NATIVE / "gpu_frames.c"))
-        defines += ["-DAVDENOISE_GPU_FRAMES=1", f"-DAVDENOISE_VS_RELEASE={gpu_release}"]
-    library = tmp_path / "libavdenoise.so"
-    command = [
-        COMPILER, "-shared", "-fPIC", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror",
-        "-fvisibility=hidden", *defines, f"-I{include}",
-        f"-I{sysconfig.get_paths()['include']}", *sources, "-o", str(library), "-ldl",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return library
-
-
 def _registered(library: Path) -> dict[str, list[str]]:
     done = subprocess.run(
         [sys.executable, "-c", _REGISTERED, str(library)],
@@ -107,7 +66,7 @@ def _assert_plain(functions: dict[str, list[str]]) -> None:
 @pytest.mark.slow
 @needs_compiler
 def test_without_vsvulkan4_the_bridge_builds_and_registers_plain_clips(tmp_path) -> None:
-    library = _build(tmp_path, gpu_release=None)
+    library = build(tmp_path, gpu_release=None)
     symbols = subprocess.run(["nm", "-D", str(library)], capture_output=True, text=True).stdout
     assert "gpu_frames" not in symbols
     _assert_plain(_registered(library))
@@ -119,14 +78,14 @@ def test_without_vsvulkan4_the_bridge_builds_and_registers_plain_clips(tmp_path)
 def test_gpu_frames_built_for_another_release_stay_off(tmp_path) -> None:
     """The Vulkan table has no stable layout: a bridge built for another release must not
     use it, and keeps the CPU path (VapourSynth then downloads GPU clips for it)."""
-    _assert_plain(_registered(_build(tmp_path, gpu_release=vs.__version__.release_major - 1)))
+    _assert_plain(_registered(build(tmp_path, gpu_release=vs.__version__.release_major - 1)))
 
 
 @pytest.mark.slow
 @needs_compiler
 @needs_gpu_api
 def test_gpu_frames_built_for_this_release_take_either_residency(tmp_path) -> None:
-    functions = _registered(_build(tmp_path, gpu_release=vs.__version__.release_major))
+    functions = _registered(build(tmp_path, gpu_release=vs.__version__.release_major))
     assert functions["NLMeans"][0].startswith("clip:vnode:all;")
     assert "rclip:vnode:all:opt;" in functions["NLMeans"][0]
     assert "ref:vnode:all:opt;" in functions["Denoise"][0]

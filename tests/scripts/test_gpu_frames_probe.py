@@ -23,6 +23,8 @@ if str(BENCH) not in sys.path:  # the probe's modules import each other from the
 import _gpu_frames_build as build  # noqa: E402
 import _gpu_frames_foreign as foreign  # noqa: E402
 
+from avdenoise_vs._cuda.vkimport import DEDICATED, Driver  # noqa: E402
+
 HEADER = build.vapoursynth_include() / "VSVulkan4.h"
 needs_gpu_api = pytest.mark.skipif(
     not HEADER.is_file(), reason="this VapourSynth has no VSVulkan4.h (R80+ has)"
@@ -33,10 +35,8 @@ needs_compiler = pytest.mark.skipif(
 
 
 def test_cuda_descriptors_have_cuda_h_sizes() -> None:
-    # cuda.h on 64-bit Linux: the handle unions are 16 bytes at offset 8, structs pad to 8.
-    assert ctypes.sizeof(foreign._MemoryHandleDesc) == 104
-    assert foreign._MemoryHandleDesc.size.offset == 24
-    assert ctypes.sizeof(foreign._BufferDesc) == 88
+    # cuda.h on 64-bit Linux: the handle union is 16 bytes at offset 8, structs pad to 8 (the
+    # memory's descriptors are vkimport's, tested with it).
     assert ctypes.sizeof(foreign._SemaphoreHandleDesc) == 96
     assert ctypes.sizeof(foreign._SemaphoreParams) == 144
 
@@ -63,6 +63,12 @@ def test_stand_in_declares_every_entry_point_and_type() -> None:
     ]:
         assert line in text
     assert "VkIgnoredInComment" not in text
+
+
+def test_stand_in_refuses_a_type_whose_size_it_cannot_know() -> None:
+    """An enum or a struct by value typed as a handle would move every field after it."""
+    with pytest.raises(ValueError, match="VkFormat is no Vulkan type the stand-in knows"):
+        build.vulkan_stand_in("typedef struct X { VkFormat format; VkBuffer buffer; } X;")
 
 
 @needs_gpu_api
@@ -127,8 +133,8 @@ def fake_cuda(driver: FakeDriver) -> tuple[foreign.Cuda, list[int]]:
         ndarray=lambda shape, dtype, memptr: np.zeros(shape, dtype),
     )
     cuda = foreign.Cuda.__new__(foreign.Cuda)
-    cuda.lib, cuda.cupy, cuda.ordinal = driver, cupy, 0
-    cuda.memories, cuda.dedicated_imports = {}, 0
+    cuda.driver, cuda.cupy, cuda.ordinal = Driver(driver), cupy, 0
+    cuda.memories = {}
     return cuda, pointers
 
 
@@ -153,8 +159,8 @@ def test_one_import_per_allocation_and_every_fd_consumed_or_closed() -> None:
     fds = dict.fromkeys([first, second])
     a = cuda.array(plane(first, 4096), np.uint8, fds)
     b = cuda.array(plane(second, 8192), np.uint8, fds)
-    assert [i[1] for i in cuda.lib.imports] == [first]  # the whole allocation, once
-    assert cuda.lib.imports[0][2] == 1 << 20
+    assert [i[1] for i in cuda.driver.lib.imports] == [first]  # the whole allocation, once
+    assert cuda.driver.lib.imports[0][2] == 1 << 20
     assert pointers == [0x10000 + 4096, 0x10000 + 8192]  # base + each plane's offset
     assert a.shape == b.shape == (4, 60)
     assert fds == {} and not is_open(first) and not is_open(second)
@@ -164,15 +170,15 @@ def test_an_import_refused_plainly_is_retried_as_dedicated() -> None:
     cuda, _ = fake_cuda(FakeDriver(refuse={0}))
     fd = os.open(os.devnull, os.O_RDONLY)
     cuda.array(plane(fd, 0), np.uint8, fds := {fd: None})
-    assert [i[0] for i in cuda.lib.imports] == [0, foreign.DEDICATED]
+    assert [i[0] for i in cuda.driver.lib.imports] == [0, DEDICATED]
     assert cuda.dedicated_imports == 1 and fds == {}
 
 
 def test_a_refused_import_leaves_the_fd_to_close() -> None:
-    cuda, _ = fake_cuda(FakeDriver(refuse={0, foreign.DEDICATED}))
+    cuda, _ = fake_cuda(FakeDriver(refuse={0, DEDICATED}))
     fd = os.open(os.devnull, os.O_RDONLY)
     fds = {fd: None}
-    with pytest.raises(foreign.CudaError, match=r"cuImportExternalMemory returned 1 \(CUDA_"):
+    with pytest.raises(foreign.CudaError, match=r"cuImportExternalMemory failed: CUDA_"):
         cuda.array(plane(fd, 0), np.uint8, fds)
     assert fds == {fd: None} and is_open(fd)
     foreign.close_left(fds)

@@ -40,7 +40,7 @@ from avdenoise_vs._backends.cuda.device import (
     shared_limit,
     wait_mode,
 )
-from avdenoise_vs._backends.cuda.gpu_frames import GpuFrames, untouched
+from avdenoise_vs._backends.cuda.gpu_frames import GpuFrames, plane_extents, untouched
 from avdenoise_vs._backends.cuda.warm_frame import synthetic_frame
 from avdenoise_vs._backends.protocol import HostStep
 from avdenoise_vs._cuda import transfer as _transfer
@@ -400,5 +400,5 @@ class CudaBackend:
     def _gpu_frames(self) -> GpuFrames:
         """The frame path of a GPU clip, on this backend's device."""
         through = untouched(self.layout, self.passes)
-        imports = Imports(self.device_id)
+        imports = Imports(self.device_id, plane_extents(self.layout))
         return GpuFrames(self.bridge_process, self._thread_state, self._runtime, imports, through)

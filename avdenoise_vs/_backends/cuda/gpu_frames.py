@@ -19,22 +19,27 @@ from collections.abc import Callable
 from avdenoise_vs._cuda.transfer.base import D2D
 from avdenoise_vs._cuda.vkimport import Imports
 from avdenoise_vs._log import thread_debug
+from avdenoise_vs._params.settings import untouched_planes
 
-__all__ = ["GpuFrames", "untouched"]
+__all__ = ["GpuFrames", "plane_extents", "untouched"]
 
 logger = logging.getLogger(__name__)
 
 
-def untouched(layout, passes) -> tuple[tuple[int, int, int], ...]:
-    """``(plane, row bytes, rows)`` of every plane that no pass writes, which the output copies
-    from the centre frame of the clip."""
-    written = {plane for options in passes for plane in options.written_planes}
+def plane_extents(layout) -> tuple[tuple[int, int], ...]:
+    """``(row bytes, rows)`` of every plane of `layout`'s frames."""
     itemsize = layout.dtype.itemsize
     return tuple(
-        (plane, layout.plane_shape(plane)[1] * itemsize, layout.plane_shape(plane)[0])
-        for plane in range(layout.num_planes)
-        if plane not in written
+        (layout.plane_shape(p)[1] * itemsize, layout.plane_shape(p)[0])
+        for p in range(layout.num_planes)
     )
+
+
+def untouched(layout, passes) -> tuple[tuple[int, int, int], ...]:
+    """``(plane, row bytes, rows)`` of every plane that no pass writes (the plan's
+    ``copy_planes``), which the output copies from the centre frame of the clip."""
+    extents = plane_extents(layout)
+    return tuple((p, *extents[p]) for p in untouched_planes(layout, passes))
 
 
 class GpuFrames:

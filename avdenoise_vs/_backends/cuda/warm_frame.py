@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from avdenoise_vs._params.settings import untouched_planes
+
 __all__ = ["WARM_FRAME", "synthetic_frame"]
 
 WARM_FRAME = 1 << 40  # warm-up frames are numbered where no clip reaches
@@ -33,8 +35,8 @@ def synthetic_frame(layout, passes, window: int, num_inputs: int, cupy=None):
         tuple(tuple(plane(p) for p in range(layout.num_planes)) for _ in frame_numbers)
         for _ in range(num_inputs)
     )
-    written = {p for options in passes for p in options.written_planes}
-    dst = tuple(plane(p) if p in written else None for p in range(layout.num_planes))
+    through = untouched_planes(layout, passes)
+    dst = tuple(None if p in through else plane(p) for p in range(layout.num_planes))
     if cupy is not None:  # the zeros are written on CuPy's stream, the frame reads on another
         cupy.cuda.runtime.deviceSynchronize()
     return frame_numbers, windows, dst, arrays
