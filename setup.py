@@ -127,18 +127,20 @@ class BuildBridge(build_ext):
 
 bridge = Extension(
     "avdenoise_vs._native.libavdenoise",
-    # bridge.c hands frames to Python; host_step.c does the native part of a frame; values.c
-    # converts arguments and frame properties; exit_guard.c keeps frames out of an exiting
-    # interpreter; gpu_frames.c (added by add_gpu_frames where it can build) takes GPU clips.
+    # bridge.c hands frames to Python, through frame_steps.c's steps; host_step.c does the
+    # native part of a frame; values.c converts arguments and frame properties; exit_guard.c
+    # keeps frames out of an exiting interpreter; gpu_frames.c (added by add_gpu_frames where
+    # it can build) takes GPU clips.
     sources=[
         "avdenoise_vs/_native/bridge.c",
         "avdenoise_vs/_native/exit_guard.c",
+        "avdenoise_vs/_native/frame_steps.c",
         "avdenoise_vs/_native/host_step.c",
         "avdenoise_vs/_native/values.c",
     ],
     # shipped in the sdist, rebuilds on change
     depends=[
-        "avdenoise_vs/_native/bridge.h",
+        "avdenoise_vs/_native/frame_steps.h",
         "avdenoise_vs/_native/exit_guard.h",
         "avdenoise_vs/_native/gpu_frames.c",
         "avdenoise_vs/_native/gpu_frames.h",

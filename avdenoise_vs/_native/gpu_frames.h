@@ -40,7 +40,7 @@
 #ifndef AVDENOISE_GPU_FRAMES_H
 #define AVDENOISE_GPU_FRAMES_H
 
-#include "bridge.h"
+#include "frame_steps.h"
 
 #ifdef AVDENOISE_GPU_FRAMES
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from _bench import Bench, Noise
+    from _bench_types import Bench, Noise
 
 __all__ = ["gpu_memory_used", "make_source", "render", "run_worker", "vspipe_fps"]
 

@@ -1,9 +1,9 @@
 /*
- * What bridge.c shares with gpu_frames.c: a filter's data, and the steps of a frame that do
- * not depend on where its planes live. The GIL is held only where a function says so.
+ * A filter's data, and the steps of a frame that do not depend on where its planes live
+ * (frame_steps.c), which bridge.c and gpu_frames.c share. The GIL is held only where a function says so.
  */
-#ifndef AVDENOISE_BRIDGE_H
-#define AVDENOISE_BRIDGE_H
+#ifndef AVDENOISE_FRAME_STEPS_H
+#define AVDENOISE_FRAME_STEPS_H
 
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x030C0000
