@@ -9,7 +9,9 @@ __all__ = ["load_into_core", "plugin_installed"]
 
 logger = logging.getLogger(__name__)
 
-_DEV_LIBRARY = Path(__file__).with_name("_native") / "libavdenoise.so"
+#: Where ``pip install -e .`` builds the bridge: setup.py's extension
+#: ``avdenoise_vs._native.libavdenoise``, in the package's own folder (this module's parent's).
+_DEV_LIBRARY = Path(__file__).resolve().parent.parent / "_native" / "libavdenoise.so"
 
 
 def plugin_installed() -> bool:

@@ -40,3 +40,16 @@ def test_doctor_reports_the_plugins_whole_version() -> None:
     if not plugin_installed():
         pytest.skip("the plugin is not installed where VapourSynth autoloads (editable install?)")
     assert _python.probe_vapoursynth()["plugin_version"] == __version__
+
+
+def test_the_development_bridge_is_where_the_editable_build_puts_it() -> None:
+    """``import avdenoise_vs`` in an editable install loads the library setup.py builds in the
+    package (its extension's dotted name), not one beside the module that loads it."""
+    import avdenoise_vs
+    from avdenoise_vs._plugin import devload
+
+    setup = (ROOT / "setup.py").read_text()
+    (name,) = re.findall(r'"(avdenoise_vs\._native\.libavdenoise)"', setup)
+    package = Path(avdenoise_vs.__file__).resolve().parent
+    built = package.parent.joinpath(*name.split(".")).with_suffix(".so")
+    assert devload._DEV_LIBRARY == built == package / "_native" / "libavdenoise.so"
