@@ -1,13 +1,21 @@
-"""The BM3D kernel generator, without a GPU (CuPy not needed): names and source assembly."""
+"""The BM3D kernel generator, without a GPU (CuPy not needed): names and source assembly.
+
+The nvcc checks run where ``nvcc`` is on the PATH and are skipped elsewhere.
+"""
 
 from __future__ import annotations
 
 import itertools
 import re
+import shutil
+import subprocess
 from importlib import resources
 
 import pytest
 
+from avdenoise_vs._bm3d.cuda.args import bm3d_args_dtype
+from avdenoise_vs._bm3d.cuda.bm3d_pass import HOPPER_SHARED_LIMIT
+from avdenoise_vs._bm3d.cuda.launch import fit_tiles
 from avdenoise_vs._bm3d.cuda.source import (
     BM3D_KERNELS,
     BM3D_PARTS,
@@ -112,3 +120,39 @@ def test_matching_task_rows_are_defined_per_window():
     assert "#define BM_ROWS_FULL 4\n" in source
     assert "#define BM_ROWS_PS 3\n" in source
     assert all(1 <= task_rows(side) <= 4 for side in range(1, 80, 2))
+
+
+def _nvcc_compile(source: str, tmp_path) -> subprocess.CompletedProcess:
+    path = tmp_path / "kernel.cu"
+    path.write_text(source)
+    command = ["nvcc", "-arch=sm_90", "-std=c++17", "-c", str(path), "-o", str(tmp_path / "k.o")]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+#: The shapes users run (BM3D luma and YUV444, V-BM3D, RGB, every sample type), with the tiles
+#: a pass picks on Hopper; each module of each spec is compiled on its own, as a pass does.
+_COMPILED_SPECS = [
+    Bm3dSpec(1, 1, False, False, "float32", 4, 2, 4),
+    Bm3dSpec(1, 3, True, False, "float32", 4, 2, 4),
+    Bm3dSpec(3, 3, True, False, "float32", 4, 2, 4),
+    Bm3dSpec(5, 3, True, True, "uint8", 4, 2, 4),
+    Bm3dSpec(3, 2, False, False, "uint16", 12, 2, 4),
+]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize(
+    ("spec", "kernel"),
+    list(itertools.product(_COMPILED_SPECS, BM3D_KERNELS)),
+    ids=lambda value: value if isinstance(value, str) else bm3d_kernel_name(value, "bm3d_load"),
+)
+def test_every_module_compiles_and_its_args_match_the_host_dtype(spec, kernel, tmp_path):
+    """What the GPU compiles with NVRTC compiles with nvcc too, and ``struct Bm3dArgs`` is
+    exactly the record the host fills (``bm3d_args_dtype``): a layout slip would misplace
+    every field after it."""
+    spec = fit_tiles(spec, HOPPER_SHARED_LIMIT)
+    size = bm3d_args_dtype(spec.window).itemsize
+    source = bm3d_source(spec, (kernel,))
+    source += f'\nstatic_assert(sizeof(Bm3dArgs) == {size}, "Bm3dArgs layout");\n'
+    result = _nvcc_compile(source, tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
