@@ -222,6 +222,30 @@ def _vsbm3d(core, clip, sigma, radius, chroma):
     return ns.VAggregate(final, radius=radius, sample=1)
 
 
+def _on_vulkan(core, function, clip, **args):
+    """`function` (a Vulkan rival's) on `clip` moved to VapourSynth's GPU device and back."""
+    upload = core.std.GPUUpload
+    ref = args.pop("ref", None)
+    if ref is not None:
+        args["ref"] = upload(clip=ref)
+    return core.std.GPUDownload(clip=function(upload(clip=clip), **args))
+
+
+def _vsfeel(core, clip, sigma, radius, chroma):
+    """vapoursynth-feel's ``BM3Dv2`` (BM3DCUDA's signature, aggregated over time inside the
+    call) at its defaults, basic then ``ref=basic``, on R80+'s Vulkan device."""
+    basic = _on_vulkan(core, core.vsfeel.BM3Dv2, clip, sigma=sigma, radius=radius, chroma=chroma)
+    return _on_vulkan(core, core.vsfeel.BM3Dv2, clip, ref=basic, sigma=sigma, radius=radius,
+                      chroma=chroma)  # fmt: skip
+
+
+def _bm3dvk2(core, clip, sigma, radius, chroma):
+    """bm3dvk2's ``BM3D`` at its defaults, basic then ``ref=basic``; GRAY or RGB only (RGB
+    in its own opponent space)."""
+    basic = _on_vulkan(core, core.bm3dvk2.BM3D, clip, sigma=sigma, radius=radius)
+    return _on_vulkan(core, core.bm3dvk2.BM3D, clip, ref=basic, sigma=sigma, radius=radius)
+
+
 BACKENDS: dict[str, Backend] = {
     "reference": Backend(
         about="the NumPy reference (`avdenoise_vs._backends.reference`): defaults block_step 3, "
@@ -266,5 +290,17 @@ BACKENDS: dict[str, Backend] = {
         "`chroma=True`",
         _vszipcu,
         "opp",
+    ),
+    "vsfeel": _vs_backend(
+        "vapoursynth-feel `BM3Dv2` (Vulkan, R80+) at its defaults, basic then `ref=basic`; "
+        "colour as OPP YUV444PS, `chroma=True`",
+        _vsfeel,
+        "opp",
+    ),
+    "bm3dvk2": _vs_backend(
+        "bm3dvk2 `BM3D` (Vulkan, R80+) at its defaults, basic then `ref=basic`; colour as RGB "
+        "(its own opponent space)",
+        _bm3dvk2,
+        "rgb",
     ),
 }

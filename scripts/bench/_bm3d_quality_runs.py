@@ -16,7 +16,18 @@ from skimage import data
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from skimage.transform import resize
 
-__all__ = ["COLOUR", "GREY", "PAN_STEP", "ZOOM_STEP", "run_images", "run_videos", "video_reach"]
+__all__ = [
+    "COLOUR",
+    "GREY",
+    "PAN_STEP",
+    "ZOOM_STEP",
+    "noise",
+    "run_images",
+    "run_videos",
+    "scores",
+    "sequence",
+    "video_reach",
+]
 
 log = logging.getLogger("bm3d_quality")
 
@@ -28,6 +39,7 @@ ORIGINS = {
     "astronaut": (40, 180), "coffee": (100, 200), "chelsea": (80, 100),
 }  # fmt: skip
 PAN_STEP = (1, 2)  # pixels per frame (down, right)
+LUMA = np.array([0.299, 0.587, 0.114])
 ZOOM_STEP = 0.03  # relative scale change per frame
 
 
@@ -39,9 +51,12 @@ def _crop(name: str, size: int) -> np.ndarray:
     return img[y0 : y0 + size, x0 : x0 + size]
 
 
-def _sequence(name: str, motion: str, size: int, reach: int) -> list[np.ndarray]:
-    """``2 reach + 1`` clean grey frames: a pan, or a zoom about the crop centre."""
+def sequence(name: str, motion: str, size: int, reach: int) -> list[np.ndarray]:
+    """``2 reach + 1`` clean grey frames: a pan, or a zoom about the crop centre (the luma of
+    a colour picture, BT.601 weights)."""
     img = getattr(data, name)().astype(np.float64)
+    if img.ndim == 3:
+        img = img[..., :3] @ LUMA
     # Keep every frame inside the picture: the pan travels reach * step pixels and the zoom
     # widens the region by reach * ZOOM_STEP of the size on each side.
     margin = size // 2 + reach * max(PAN_STEP) + int(np.ceil(size * ZOOM_STEP * reach)) + 1
@@ -60,7 +75,7 @@ def _sequence(name: str, motion: str, size: int, reach: int) -> list[np.ndarray]
     return frames
 
 
-def _scores(clean: np.ndarray, est: np.ndarray) -> tuple[float, float]:
+def scores(clean: np.ndarray, est: np.ndarray) -> tuple[float, float]:
     """PSNR and SSIM of an estimate clipped to [0, 255]."""
     est = np.clip(est, 0, 255)
     axis = -1 if clean.ndim == 3 else None
@@ -69,7 +84,7 @@ def _scores(clean: np.ndarray, est: np.ndarray) -> tuple[float, float]:
     return float(psnr), float(ssim)
 
 
-def _noise(shape, sigma: float, seed: int | Sequence[int]) -> np.ndarray:
+def noise(shape, sigma: float, seed: int | Sequence[int]) -> np.ndarray:
     return np.random.default_rng(seed).normal(0.0, sigma, shape)
 
 
@@ -81,11 +96,11 @@ def run_images(names, sigmas, size, backends) -> list[dict]:
         if clean.ndim == 3:
             clean = clean[..., :3]
         for sigma in sigmas:
-            noisy = clean + _noise(clean.shape, sigma, seed=1000 * ni + int(sigma))
-            row = {"image": name, "sigma": sigma, "noisy": _scores(clean, noisy)}
+            noisy = clean + noise(clean.shape, sigma, seed=1000 * ni + int(sigma))
+            row = {"image": name, "sigma": sigma, "noisy": scores(clean, noisy)}
             for b in backends:
                 start = time.perf_counter()
-                row[b] = _scores(clean, BACKENDS[b].image(noisy, sigma))
+                row[b] = scores(clean, BACKENDS[b].image(noisy, sigma))
                 log.info("%s sigma %g %s: %.2f dB (%.1f s)", name, sigma, b, row[b][0],
                          time.perf_counter() - start)  # fmt: skip
             rows.append(row)
@@ -103,19 +118,19 @@ def run_videos(names, sigmas, size, radii, backends) -> list[dict]:
     reach = video_reach(radii)
     for ni, name in enumerate(names):
         for motion in ("pan", "zoom"):
-            clean = _sequence(name, motion, size, reach)
+            clean = sequence(name, motion, size, reach)
             for sigma in sigmas:
-                noisy = [c + _noise(c.shape, sigma, seed=(7, ni, k, int(sigma)))
+                noisy = [c + noise(c.shape, sigma, seed=(7, ni, k, int(sigma)))
                          for k, c in enumerate(clean)]  # fmt: skip
                 row = {"image": name, "motion": motion, "sigma": sigma,
-                       "noisy": _scores(clean[reach], noisy[reach])}  # fmt: skip
+                       "noisy": scores(clean[reach], noisy[reach])}  # fmt: skip
                 for b in backends:
                     if BACKENDS[b].video is None:
                         continue
                     for r in radii:
                         start = time.perf_counter()
                         est = BACKENDS[b].video(noisy, reach, sigma, r)
-                        row[b, r] = _scores(clean[reach], est)
+                        row[b, r] = scores(clean[reach], est)
                         log.info("%s %s sigma %g %s r=%d: %.2f dB (%.1f s)", name, motion, sigma,
                                  b, r, row[b, r][0], time.perf_counter() - start)  # fmt: skip
                 rows.append(row)
