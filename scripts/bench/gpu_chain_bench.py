@@ -39,6 +39,8 @@ START = time.perf_counter()
 CASES = {
     # name: (format, ours(core, clip), vsfeel's function and arguments)
     "NLM Y d1": ("YUV420P8", "nlm", dict(d=1, a=2, s=4, h=1.2, channels="Y")),
+    # vsfeel's NLMeans takes 16-bit or float only: this row is the one with a vsfeel cell.
+    "NLM Y d1 16-bit": ("YUV420P16", "nlm", dict(d=1, a=2, s=4, h=1.2, channels="Y")),
     "BM3D r0 luma": ("GRAYS", "bm3d", dict(sigma=3.0, radius=0)),
     "V-BM3D r1 luma": ("GRAYS", "bm3d", dict(sigma=3.0, radius=1)),
 }
