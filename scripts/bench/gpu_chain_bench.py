@@ -21,7 +21,8 @@ vsfeel
 
 Each chain runs in a process of its own (``--run``), iterating the clip's frames as vspipe
 does; the table gives the steady fps (after the first frame), the wall from the process's
-start to its last frame, and the first frame's time. Needs VapourSynth R80+ with a Vulkan
+start to its last frame, and the first frame's time. ``--profile`` adds where the time goes:
+each node's milliseconds per frame and our GPU-frame path's parts (``_chain_profile.py``). Needs VapourSynth R80+ with a Vulkan
 device, CUDA on the same GPU, and this package installed.
 """
 
@@ -33,6 +34,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import _chain_profile
 
 START = time.perf_counter()
 
@@ -119,36 +122,49 @@ def _vsfeel(core, clip, kind: str, args: dict):
 
 
 def build(core, vs, case: str, chain: str, frames: int, vulkan: str | None):
-    """The chain's output clip (CPU frames, downloaded) and the Vulkan filter's name."""
+    """The chain's output clip (CPU frames, downloaded), the Vulkan filter's name and the
+    chain's nodes by role (for ``--profile``)."""
     fmt_name, kind, args = CASES[case]
     up, down = core.std.GPUUpload, core.std.GPUDownload
-    uploaded = up(_source(core, vs, fmt_name, frames))
-    name, apply = _vulkan_filter(core, vulkan, uploaded)
-    first = apply(uploaded)
-    if chain == "chain":
-        middle = first
-    elif chain == "gpu":
-        middle = _ours(core, first, kind, args)
+    nodes = {"source": _source(core, vs, fmt_name, frames)}
+    nodes["upload"] = up(nodes["source"])
+    name, apply = _vulkan_filter(core, vulkan, nodes["upload"])
+    middle = nodes["before"] = apply(nodes["upload"])
+    if chain == "gpu":
+        middle = nodes["ours"] = _ours(core, middle, kind, args)
         if not middle.gpu_resident:
             raise RuntimeError("ours returned a CPU clip: this bridge takes no GPU clips")
     elif chain == "host":
-        middle = up(_ours(core, down(first), kind, args))
+        nodes["download_in"] = down(middle)
+        nodes["ours"] = _ours(core, nodes["download_in"], kind, args)
+        middle = nodes["upload_out"] = up(nodes["ours"])
     elif chain == "vsfeel":
-        middle = _vsfeel(core, first, kind, args)
-    else:
+        middle = nodes["vsfeel"] = _vsfeel(core, middle, kind, args)
+    elif chain != "chain":
         raise ValueError(chain)
-    return down(apply(middle)), name
+    nodes["after"] = apply(middle)
+    nodes["download"] = down(nodes["after"])
+    return nodes["download"], name, nodes
 
 
-def run_one(case: str, chain: str, frames: int, threads: int, vulkan: str | None) -> dict:
-    """One chain in this process: its timings, or why it cannot run."""
+def run_one(
+    case: str, chain: str, frames: int, threads: int, vulkan: str | None, profile: bool = False
+) -> dict:
+    """One chain in this process: its timings, or why it cannot run; with `profile`, where
+    the time goes (``_chain_profile``)."""
     import vapoursynth as vs
 
     core = vs.core
     if threads:
         core.num_threads = threads
+    clock = None
+    if profile:
+        core.timings.enabled = True
+        if chain == "gpu":
+            clock = _chain_profile.PathClock()
+            clock.install()
     try:
-        clip, filter_name = build(core, vs, case, chain, frames, vulkan)
+        clip, filter_name, nodes = build(core, vs, case, chain, frames, vulkan)
     except LookupError as error:
         return {"case": case, "chain": chain, "skip": str(error)}
     built = time.perf_counter()
@@ -157,16 +173,23 @@ def run_one(case: str, chain: str, frames: int, threads: int, vulkan: str | None
         times.append(time.perf_counter())
         del frame
     first, end = times[0], times[-1]
-    return {
+    row = {
         "case": case, "chain": chain, "frames": len(times), "vulkan": filter_name,
         "fps": (len(times) - 1) / (end - first) if len(times) > 1 else float("nan"),
         "wall_s": end - START, "first_frame_s": first - built, "threads": core.num_threads,
     }  # fmt: skip
+    if profile:
+        row["profile"] = {"nodes": _chain_profile.node_ms(nodes, len(times))}
+        if clock is not None:
+            row["profile"]["path"] = clock.per_frame(len(times))
+    return row
 
 
 def _worker(case: str, chain: str, args) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--run", case, chain,
                "--frames", str(args.frames), "--threads", str(args.threads)]  # fmt: skip
+    if args.profile:
+        command.append("--profile")
     if args.vulkan:
         command += ["--vulkan", args.vulkan]
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
@@ -194,11 +217,14 @@ def main(argv=None) -> int:
     parser.add_argument("--vulkan", help=f"the Vulkan filter, e.g. {VULKAN[0]} (default: the "
                         "first of them that keeps GPU clips on the GPU)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=600, help="seconds per chain (600)")
+    parser.add_argument("--profile", action="store_true", help="also each node's ms per frame "
+                        "and, on GPU frames, our frame path's parts (_chain_profile.py)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--run", nargs=2, metavar=("CASE", "CHAIN"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.run:  # a worker: one chain, one JSON line
-        print(json.dumps(run_one(*args.run, args.frames, args.threads, args.vulkan)))
+        row = run_one(*args.run, args.frames, args.threads, args.vulkan, args.profile)
+        print(json.dumps(row))
         return 0
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     chains = [c.strip() for c in args.chains.split(",") if c.strip()]
@@ -213,6 +239,8 @@ def main(argv=None) -> int:
             row = _worker(case, chain, args)
             rows.append(row)
             print(f"{case:<16} {chain:<7} {_cell(row)}", flush=True)
+            if "profile" in row:
+                print(f"    ms/frame: {_chain_profile.line(row['profile'])}", flush=True)
     filters = {row["vulkan"] for row in rows if "vulkan" in row}
     print(f"Vulkan filter: {', '.join(sorted(filters)) or 'none ran'}")
     if args.json:

@@ -60,3 +60,34 @@ def test_an_nlm_row_is_in_a_format_vsfeel_takes() -> None:
     # vsfeel's NLMeans refuses 8-bit clips, so a 16-bit row keeps its chain comparable.
     nlm_formats = {fmt for fmt, kind, _ in bench.CASES.values() if kind == "nlm"}
     assert "YUV420P16" in nlm_formats
+
+
+def test_the_profile_gives_each_node_and_part_in_ms_per_frame() -> None:
+    import _chain_profile as profile
+
+    nodes = {"upload": SimpleNamespace(timings=4_000_000), "ours": SimpleNamespace(timings=10_000)}
+    assert profile.node_ms(nodes, 2) == {"upload": 2.0, "ours": 0.005}
+
+    clock = profile.PathClock()
+
+    def work(value):
+        return value * 2
+
+    timed = clock._timed("imports", work)
+    assert timed(21) == 42 and timed(1) == 2  # the wrapped function's result, unchanged
+    with pytest.raises(TypeError):
+        timed()  # and its errors, still counted
+    per_frame = clock.per_frame(3)
+    assert per_frame["imports_made"] == 3 and clock.ns["imports"] > 0
+    assert per_frame["process"] == 0.0
+    text = profile.line({"nodes": {"ours": 1.5}, "path": {"process": 1.2}})
+    assert text == "ours=1.5 py.process=1.2"
+
+
+def test_every_profiled_part_exists_in_the_package() -> None:
+    import importlib
+
+    import _chain_profile as profile
+
+    for _, module, cls, method in profile.PARTS:
+        assert callable(getattr(getattr(importlib.import_module(module), cls), method))
