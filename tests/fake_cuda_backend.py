@@ -32,6 +32,7 @@ class FakeCuda:
     """
 
     name = "cuda"
+    gpu_frames = None
     failures = 0
     unavailable: str | None = None
     unavailable_detail = ""  # BackendUnavailable.detail: why the driver failed

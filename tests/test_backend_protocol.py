@@ -41,6 +41,7 @@ class NoBridgeCall:
 class NoThreadCount:
     name = "cuda"
     device_id = 0
+    gpu_frames = None
 
     def process(self, n, frame_numbers, windows, dst) -> None:
         pass

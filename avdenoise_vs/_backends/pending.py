@@ -45,6 +45,8 @@ class PendingBackend:
         Warms the first built backend up and returns the backend chosen (or raises).
     """
 
+    gpu_frames = None  # a GPU clip's frames wait for the backend chosen, which has them
+
     def __init__(self, function: str, settle: Callable[[], Backend]) -> None:
         self._done = threading.Event()
         self._backend: Backend | None = None

@@ -24,7 +24,10 @@ copied that frame into the backend's own buffer (asked for by the thread's last 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from avdenoise_vs._backends.cuda.gpu_frames import GpuFrames
 
 __all__ = ["Backend", "CompilingBackend", "HostStep"]
 
@@ -50,6 +53,13 @@ class Backend(Protocol):
         Read by ``FilterPlan`` when it takes the backend: on the thread that creates the
         filter, or on the first frame's for a backend still being chosen. It does not change.
         """
+        ...
+
+    @property
+    def gpu_frames(self) -> GpuFrames | None:
+        """The frame path of VapourSynth's GPU clips, which take it instead of
+        :meth:`bridge_process`; None for a backend that takes host frames only (all but the
+        CUDA backend made for a GPU clip). ``FilterPlan`` closes it with the filter."""
         ...
 
     def process(

@@ -65,6 +65,7 @@ class NumpyBackend:
     """
 
     name = "cpu"
+    gpu_frames = None
 
     def __init__(self, passes: tuple[PassSettings, ...], layout: FrameLayout) -> None:
         self.passes = passes

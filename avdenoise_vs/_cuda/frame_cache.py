@@ -186,15 +186,15 @@ class FrameCache:
 
 
 def default_slots(
-    free_bytes: int, slot_bytes: int, window: int, num_inputs: int, admitted: int | None
+    free_bytes: int, slot_bytes: int, window: int, num_inputs: int, gated: bool
 ) -> int:
     """Frames a backend keeps on the device, bounded by a quarter of the free device memory.
 
-    Gated passes keep the windows of the frames their gate admits (`admitted`); the others
-    those of 16 threads on consecutive frames. At least a window and two per input, whatever
-    the memory.
+    Enough for 16 threads on consecutive frames: gated passes (BM3D) have wide windows (up to
+    8r + 1 frames) read once per frame, so 16 frames beyond a window; the others a window and
+    24 more. At least a window and two per input, whatever the memory.
     """
-    spare = admitted if admitted is not None else window + 24
+    spare = 16 if gated else window + 24
     wanted = num_inputs * (window + spare)
     floor = num_inputs * (window + 2)
     return max(floor, min(wanted, free_bytes // 4 // slot_bytes))

@@ -17,15 +17,12 @@ a fleet ran slower with it (16 workers: 266 and 287 fps against 302 and 304; the
 V-BM3D and NLM 402 and 400 against 446 and 436; H200, docs/BENCHMARKS.md: "V-BM3D frames in
 order"), so frames enter as they arrive.
 
-A frame is admitted (:meth:`GpuGate.admit`) before it takes its cache entries and uploads, a
-few more than the GPU part holds (``AHEAD``): the frames past the gate's places are the next
-ones, uploaded while the GPU works on those inside. Without it every VapourSynth thread
-uploaded its frame and waited at the gate holding the frame's slot, so the frame cache grew
-to a frame per thread (16 slots of 25 MiB for 1080p 4:4:4, besides the cache's retention);
-admitted frames bound it to the gate's places and ``AHEAD``. Admission releases only with
-the frame (:meth:`GpuGate.leave`, or :meth:`GpuGate.withdraw` for a frame that failed before
-it entered), within the frame's own call, so a thread that has finished its frame holds no
-admission while it is away: no frame can wait for a thread that is not working.
+Frames take their cache slots and upload before the gate, not after an admission that would
+let only the gate's places and two more frames upload: that bounded the frame cache to those
+frames' windows, but a V-BM3D r1 YUV444 fleet ran 20-25% slower with it and used more memory
+per worker (16 workers x 240 frames: 296-302 fps and 2664 MiB against 368 fps and 2208 MiB;
+H100, docs/BENCHMARKS.md: "gate admission"), since the uploads no longer overlapped the GPU
+work of the frames ahead.
 """
 
 from __future__ import annotations
@@ -34,10 +31,7 @@ import heapq
 import threading
 from collections.abc import Callable
 
-__all__ = ["AHEAD", "GpuGate"]
-
-#: Frames admitted beyond the gate's places: the next ones, uploaded while the GPU works.
-AHEAD = 2
+__all__ = ["GpuGate"]
 
 
 class GpuGate:
@@ -49,34 +43,16 @@ class GpuGate:
         Frames on the GPU at once.
     new_buffer : callable
         Makes an output buffer (an object with ``ptr``); at most `limit` are ever made.
-    ahead : int
-        Frames admitted beyond `limit` (:meth:`admit`).
     """
 
-    def __init__(self, limit: int, new_buffer: Callable[[], object], ahead: int = AHEAD) -> None:
+    def __init__(self, limit: int, new_buffer: Callable[[], object]) -> None:
         self.limit = limit
-        self.admit_limit = limit + ahead
-        self._admitted = 0
         self._new_buffer = new_buffer
         self._buffers: list = []  # free output buffers
         self.made = 0  # output buffers made
         self._inside = 0
         self._waiting: list[int] = []  # heap of the frame numbers waiting
         self._turn = threading.Condition()
-
-    def admit(self) -> None:
-        """Wait (without the GIL) until a frame may take its cache entries and upload: at most
-        ``admit_limit`` frames are between this and :meth:`leave` (or :meth:`withdraw`)."""
-        with self._turn:
-            while self._admitted >= self.admit_limit:
-                self._turn.wait()
-            self._admitted += 1
-
-    def withdraw(self) -> None:
-        """Give back the admission of a frame that failed before it entered."""
-        with self._turn:
-            self._admitted -= 1
-            self._turn.notify_all()
 
     def enter(self, n: int):
         """Wait (without the GIL) until frame `n` may use the GPU; returns its output buffer."""
@@ -92,17 +68,16 @@ class GpuGate:
             self.made += 1
         try:
             return self._new_buffer()
-        except BaseException:  # the frame stays admitted: its caller withdraws it
+        except BaseException:
             with self._turn:
                 self.made -= 1
-                self._inside -= 1
-                self._turn.notify_all()
+            self.leave(None)
             raise
 
     def leave(self, buffer) -> None:
-        """Give back a frame's place, its output buffer and its admission."""
+        """Give back a frame's place and its output buffer (None if it never got one)."""
         with self._turn:
-            self._buffers.append(buffer)
+            if buffer is not None:
+                self._buffers.append(buffer)
             self._inside -= 1
-            self._admitted -= 1
             self._turn.notify_all()

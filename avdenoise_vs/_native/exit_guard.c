@@ -47,18 +47,18 @@ static int stay_loaded(void) {
     return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
 }
 
-/* Registers on_python_exit with atexit (at plugin load, the GIL held), once per process; a
- * failure only costs the guard, so it is cleared. */
+/* Hands on_python_exit to avdenoise_vs._exit_guard, which registers it with atexit and keeps
+ * it ahead of the callbacks registered after it (CuPy's); at plugin load, the GIL held, once
+ * per process. A failure only costs the guard, so it is cleared. */
 void register_exit_guard(void) {
     static int registered;
     if (registered || !stay_loaded()) return;
     registered = 1;
     PyObject *callback = PyCFunction_New(&exit_method, NULL);
-    PyObject *atexit = callback ? PyImport_ImportModule("atexit") : NULL;
-    PyObject *done = atexit ? PyObject_CallMethod(atexit, "register", "O", callback) : NULL;
+    PyObject *module = callback ? PyImport_ImportModule("avdenoise_vs._exit_guard") : NULL;
+    PyObject *done = module ? PyObject_CallMethod(module, "register", "O", callback) : NULL;
     if (!done) PyErr_Clear();
     Py_XDECREF(done);
-    Py_XDECREF(atexit);
+    Py_XDECREF(module);
     Py_XDECREF(callback);
 }
-

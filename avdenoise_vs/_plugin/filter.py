@@ -76,14 +76,13 @@ class FilterPlan:
         ``_backends.pending``)."""
         if self._pending is not None:
             self._pending.close()
-        gpu_frames = getattr(self.backend, "gpu_frames", None)
-        if gpu_frames is not None:
-            gpu_frames.close()
+        if self.backend.gpu_frames is not None:
+            self.backend.gpu_frames.close()
 
     def _use(self, backend: Backend) -> None:
         self.backend = backend
         if self.gpu:  # GPU clips take the CUDA backend's own frame path (only it has one)
-            gpu_frames = getattr(backend, "gpu_frames", None)
+            gpu_frames = backend.gpu_frames
             self.process = _no_gpu_frames(backend) if gpu_frames is None else gpu_frames.process
         else:
             self.process = backend.bridge_process

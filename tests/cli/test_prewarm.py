@@ -161,6 +161,7 @@ class _FakeCuda:
     """A CUDA backend whose 'compile' is counted (or fails); frames are the NumPy backend's."""
 
     name = "cuda"
+    gpu_frames = None
     compiles = 0
     fail = False
 

@@ -11,11 +11,6 @@ from ._gpu import require_cuda
 require_cuda()
 
 
-# Known: on the H200 a process that leaves clip.frames() with CUDA frames in flight still
-# segfaults at exit in 6 of 8 runs, after the bridge's exit guard has let every frame finish
-# (the crash lies past the guard, in the interpreter's or CuPy's teardown): kept as a record
-# until it is fixed.
-@pytest.mark.xfail(reason="segfault at interpreter exit with CUDA frames in flight", strict=False)
 @pytest.mark.parametrize("run", range(4))
 @pytest.mark.parametrize("radius", [0, 1])
 def test_leaving_clip_frames_early_exits_cleanly_on_the_gpu(run: int, radius: int) -> None:

@@ -1,5 +1,4 @@
-"""The GPU stage's gate (``_cuda/gate.py``): a few frames admitted and fewer inside at a time,
-lowest number first."""
+"""The GPU stage's gate (``_cuda/_gate.py``): a few frames at a time, lowest number first."""
 
 from __future__ import annotations
 
@@ -27,14 +26,12 @@ def _wait_until(predicate, limit: float = 5.0) -> None:
 
 
 def test_waiting_frames_enter_lowest_number_first() -> None:
-    gate = GpuGate(1, _Buffer, ahead=4)
-    gate.admit()
+    gate = GpuGate(1, _Buffer)
     first = gate.enter(100)
     entered = []
     lock = threading.Lock()
 
     def frame(n: int) -> None:
-        gate.admit()
         buffer = gate.enter(n)
         with lock:
             entered.append(n)
@@ -58,7 +55,6 @@ def test_at_most_limit_frames_inside_and_buffers_reused() -> None:
 
     def frame(n: int) -> None:
         nonlocal inside, peak
-        gate.admit()
         buffer = gate.enter(n)
         with lock:
             inside += 1
@@ -82,14 +78,11 @@ def test_a_failed_buffer_gives_the_place_back() -> None:
     def fail():
         raise MemoryError("out of device memory")
 
-    gate = GpuGate(1, fail, ahead=0)
-    gate.admit()
+    gate = GpuGate(1, fail)
     with pytest.raises(MemoryError):
         gate.enter(1)
-    gate.withdraw()  # the failed frame's caller gives its admission back
     gate._new_buffer = _Buffer
-    gate.admit()  # would wait forever if the failed frame kept its admission
-    buffer = gate.enter(2)  # ... or its place
+    buffer = gate.enter(2)  # would wait forever if the failed frame kept its place
     gate.leave(buffer)
     assert gate.made == 1
 
@@ -98,7 +91,6 @@ def _enter_on_thread(gate: GpuGate, n: int, entered: list) -> threading.Thread:
     """Frame `n` enters on a thread of its own, notes its entry and leaves."""
 
     def frame() -> None:
-        gate.admit()
         buffer = gate.enter(n)
         entered.append((n, time.monotonic()))
         gate.leave(buffer)
@@ -106,45 +98,3 @@ def _enter_on_thread(gate: GpuGate, n: int, entered: list) -> threading.Thread:
     thread = threading.Thread(target=frame)
     thread.start()
     return thread
-
-
-def test_at_most_limit_plus_ahead_frames_admitted() -> None:
-    gate = GpuGate(2, _Buffer, ahead=1)
-    admitted = peak = 0
-    lock = threading.Lock()
-
-    def frame(n: int) -> None:
-        nonlocal admitted, peak
-        gate.admit()
-        with lock:
-            admitted += 1
-            peak = max(peak, admitted)
-        time.sleep(0.002)  # the upload
-        buffer = gate.enter(n)
-        time.sleep(0.002)  # the GPU part
-        with lock:
-            admitted -= 1
-        gate.leave(buffer)
-
-    threads = [threading.Thread(target=frame, args=(n,)) for n in range(30)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-    assert not any(thread.is_alive() for thread in threads)
-    assert 1 <= peak <= gate.admit_limit == 3
-
-
-def test_a_withdrawn_frame_frees_its_admission() -> None:
-    gate = GpuGate(1, _Buffer, ahead=0)
-    gate.admit()
-    gate.withdraw()  # failed before it entered (its upload, say)
-    done = threading.Event()
-
-    def frame() -> None:
-        gate.admit()
-        gate.leave(gate.enter(1))
-        done.set()
-
-    threading.Thread(target=frame).start()
-    assert done.wait(5)

@@ -20,10 +20,10 @@ looks nothing up: about 90-150 us of GIL-held time per frame, single-threaded, a
 of kernel time for 1080p luma with d=1, a=2, s=4. No CuPy array operation and no allocation
 beyond a few small lists happen per frame: each thread gets its stream, output buffer and
 argument records once (``_cuda/buffers.py``'s ``ThreadState``). Passes with large work buffers
-(BM3D) run only a few frames on the GPU at once: a :class:`~avdenoise_vs._cuda.gate.GpuGate`
-admits a few frames to take their slots and upload, and lets fewer into the GPU part, in frame
-order, lending each an output buffer, so that GPU memory follows the frames on their way to
-the GPU rather than VapourSynth's thread count. A GPU clip's frames (VapourSynth's Vulkan
+(BM3D) run only a few frames on the GPU at once: threads upload in parallel, then enter the GPU
+part through a :class:`~avdenoise_vs._cuda.gate.GpuGate`, in frame order, which lends each an
+output buffer for that part, so that work memory follows the frames on the GPU rather than
+VapourSynth's thread count. A GPU clip's frames (VapourSynth's Vulkan
 frames) come in through :attr:`CudaBackend.gpu_frames`, already on the device.
 """
 
@@ -286,7 +286,7 @@ class CudaBackend:
             self._release_pending(state)
         distinct = list(dict.fromkeys(frame_numbers))
         keys = [(base + i, f) for i in range(self._num_inputs) for f in distinct]
-        entries, fresh = self._admit_and_acquire(keys)
+        entries, fresh = self._cache.acquire(keys)
         leases, out = [], None  # held until the frame's stream has synchronized
         center = frame_numbers[len(frame_numbers) // 2]
         try:
@@ -301,23 +301,8 @@ class CudaBackend:
         except BaseException:
             self._cache.abandon(fresh)
             self._abort(state, entries, leases, out)
-            if out is None and self._gate is not None:  # admitted, never entered
-                self._gate.withdraw()
             raise
         return self._download(state, dst, entries, leases, out)
-
-    def _admit_and_acquire(self, keys: list) -> tuple[list, list]:
-        """The frame's cache entries, taken once the gate admits the frame (gated passes: see
-        ``_cuda/gate.py``), so that slots follow the frames on their way to the GPU rather than
-        VapourSynth's threads."""
-        if self._gate is None:
-            return self._cache.acquire(keys)
-        self._gate.admit()
-        try:
-            return self._cache.acquire(keys)
-        except BaseException:
-            self._gate.withdraw()
-            raise
 
     # -- internals ------------------------------------------------------------------------
 
@@ -360,8 +345,8 @@ class CudaBackend:
                 raise BackendUnavailable(why) from error
             if self._cache_slots is None:
                 free, _ = self._runtime.memGetInfo()
-                admitted = self._gate.admit_limit if self._gate is not None else None
-                size = self._slots.nbytes, self._window, self._num_inputs, admitted
+                gated = self._gate is not None
+                size = self._slots.nbytes, self._window, self._num_inputs, gated
                 self._cache.soft_limit = default_slots(free, *size)
             self._opened = True
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from avdenoise_vs import _exit_guard
 from avdenoise_vs._cuda.calls import set_sync_mode
 from avdenoise_vs._cuda.context import start_early_context
 from avdenoise_vs._cuda.placement import device_for_process
@@ -41,6 +42,7 @@ def open_device(device_index: int | None, sync: str):
             import cupy
         except Exception as error:  # ImportError, or CUDA libraries that fail to load
             raise BackendUnavailable(f"CuPy cannot be imported ({error})") from error
+        _exit_guard.put_first()  # ahead of CuPy's atexit callbacks, registered at its import
         # Placement chose in the early context's thread already, if it ran; else it does now.
         return cupy, device_number(cupy, device_for_process(device_index))
     except BackendUnavailable as error:
