@@ -11,9 +11,8 @@ from ._gpu import require_cuda
 require_cuda()
 
 
-# Not yet confirmed on a GPU with the guard ahead of CuPy's atexit callbacks
-# (avdenoise_vs/_exit_guard.py); without that, 6 of 8 runs segfaulted at exit on the H200.
-@pytest.mark.xfail(reason="segfault at interpreter exit with CUDA frames in flight", strict=False)
+# Without the guard ahead of CuPy's atexit callbacks (avdenoise_vs/_exit_guard.py), 6 of 8
+# such runs segfaulted at exit on the H200.
 @pytest.mark.parametrize("run", range(4))
 @pytest.mark.parametrize("radius", [0, 1])
 def test_leaving_clip_frames_early_exits_cleanly_on_the_gpu(run: int, radius: int) -> None:
