@@ -48,10 +48,10 @@ ANCHORS = {
     "haar": ("bm3d_transform.cuh", "tmp[k] = (v[2 * k] + v[2 * k + 1]) * h;"),
     "threshold": ("bm3d_stage.cuh", "fabsf(v[b]) > limit"),
     "wiener": ("bm3d_stage.cuh", "energy / total"),
-    "fixed point": ("bm3d_stage.cuh", "__float2ll_rn(w[h] * v * BM_FIX)"),
+    "fixed point": ("bm3d_stage.cuh", "__float2ll_rn(w[h] * v[h] * BM_FIX)"),
     "global sum": ("bm3d_stage.cuh", "atomicAdd(num + BM_C * plane + at, ww[h]);"),
-    "shared sum": ("bm3d_stage.cuh", "bm_shared_add(tile_sums + reach + at, ww[h]);"),
-    "carry": ("bm3d_tile.cuh", "if (hi) atomicAdd(half + 1, hi);"),
+    "shared sum": ("bm3d_stage.cuh", "bm_shared_add(tile_sums + tile.h * tile.w + at, ww[h]);"),
+    "high word": ("bm3d_tile.cuh", "if (high) atomicAdd((int*)words + 1, high);"),
     "flush": ("bm3d_tile.cuh", "atomicAdd(den + at, sd);"),
     "load": ("bm3d_load.cuh", "dst[base + c * plane] = v[c];"),
     "divide": ("bm3d_finish.cuh", "(float)((double)num[i] / (double)den[i])"),
@@ -68,7 +68,7 @@ INT_PER = dict(
     task=6,  # bm_rows: one row or column task's addressing (bm3d_transform.cuh:10-19)
     coefficient=4,  # hard threshold per coefficient: tests, select, count (bm3d_stage.cuh:83-87)
     wiener=5,  # Wiener shrinkage per coefficient: tests and selects (bm3d_stage.cuh:113-119)
-    shared_add=4,  # bm_shared_add's carry (bm3d_tile.cuh:43-47)
+    shared_add=3,  # bm_shared_add's mask, shift and test (bm3d_tile.cuh:57-62)
     flush=24,  # one reach pixel: zero test, i / w and i % w, address (bm3d_tile.cuh:62-69)
     pixel=6,  # per-pixel kernels' index arithmetic (bm3d_load.cuh:37-42, bm3d_finish.cuh:9-14)
 )
@@ -297,18 +297,18 @@ def shrinkage_cost(group: float, wiener: bool) -> Cost:
 
 
 def aggregation_cost(group: float, centre_share: float, tile_sums: bool) -> Cost:
-    """One channel of a group into the sums (bm_aggregate, bm3d_stage.cuh:34-70), per sample:
-    a shared load, two multiplies and a conversion to fixed point (:58), then two 64-bit
-    reductions into L2 (:65-66) or, for members of the reference frame with tile sums, two
-    ``bm_shared_add`` (:61-62) of three 32-bit atomics together (the denominator's high word
-    is zero)."""
+    """One channel of a group into the sums (bm_aggregate and bm_add_block, bm3d_stage.cuh:35-91),
+    per sample: a shared load, two multiplies and a conversion to fixed point (:50), then two
+    64-bit reductions into L2 (:57-58) or, for members of the reference frame with tile sums,
+    two ``bm_shared_add`` (:53-54) of two 32-bit atomics each (both words take a part of the
+    value: numerators and weights are at least 2^24 in fixed point but for the smallest)."""
     samples = 64 * group
     shared_part = centre_share if tile_sums else 0.0
     glob, shared = samples * (1 - shared_part), samples * shared_part
     return Cost(
         l1=16 * glob, shared=4 * samples, fp32=2 * samples + 4 * 32, conv=samples + 2 * 32,
         int32=samples * INT_PER["sample"] + shared * 2 * INT_PER["shared_add"],
-        atom_global=2 * glob, atom_shared=3 * shared,
+        atom_global=2 * glob, atom_shared=4 * shared,
     )  # fmt: skip
 
 

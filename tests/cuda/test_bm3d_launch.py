@@ -12,7 +12,7 @@ import math
 import pytest
 
 from avdenoise_vs._bm3d.cuda.args import Bm3dRecords, reference_count
-from avdenoise_vs._bm3d.cuda.launch import fit_tiles, stage_launches
+from avdenoise_vs._bm3d.cuda.launch import fit_occupancy, fit_tiles, stage_launches
 from avdenoise_vs._bm3d.cuda.source import BM3D_TILES, Bm3dSpec
 from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType
 from avdenoise_vs._params.settings import Bm3dSettings, Stages
@@ -97,3 +97,15 @@ def test_each_stage_record_says_whether_it_has_tile_sums(sums):
     records = Bm3dRecords(options, layout, {0: 0}, {0: 256}, 64, {"bm3d_hard": sums})
     assert records.stage("bm3d_hard")["tile"] == int(sums)
     assert records.stage("bm3d_wiener")["tile"] == 0
+
+
+def test_spatial_passes_get_registers_for_more_warps_where_three_blocks_fit():
+    """Radius 0 at BM3DCUDA's settings: 66 KiB thread blocks with sums, three an SM, so 24
+    warps of 80 registers; V-BM3D keeps 128, and so does a search so wide that two thread
+    blocks fill the shared memory (Denoise's default, step 3 and range 19)."""
+    spatial = fit_occupancy(_spec(), 8, HOPPER_SHARED)
+    assert spatial.sm_warps == (24, 16)
+    hard = stage_launches(spatial, _refs(), 8, HOPPER_SHARED)["bm3d_hard"]
+    assert hard.sums and 3 * (hard.shared + 1024) <= HOPPER_SHARED + 1024
+    assert fit_occupancy(_spec(window=3), 8, HOPPER_SHARED).sm_warps == (16, 16)
+    assert fit_occupancy(_spec(bm_range=19), 3, HOPPER_SHARED).sm_warps == (16, 16)

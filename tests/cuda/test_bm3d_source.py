@@ -5,20 +5,25 @@ The nvcc checks run where ``nvcc`` is on the PATH and are skipped elsewhere.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import shutil
 import subprocess
 from importlib import resources
 
+import numpy as np
 import pytest
 
 from avdenoise_vs._bm3d.cuda.args import bm3d_args_dtype
 from avdenoise_vs._bm3d.cuda.bm3d_pass import HOPPER_SHARED_LIMIT
-from avdenoise_vs._bm3d.cuda.launch import fit_tiles
+from avdenoise_vs._bm3d.cuda.launch import fit_occupancy, fit_tiles
 from avdenoise_vs._bm3d.cuda.source import (
     BM3D_KERNELS,
     BM3D_PARTS,
+    BM3D_TILES,
+    GROUP_HT,
+    GROUP_WIENER,
     Bm3dSpec,
     bm3d_kernel_name,
     bm3d_source,
@@ -115,6 +120,46 @@ def test_matching_tasks_fit_the_window(side, rows):
     assert task_rows(side) == rows
 
 
+def test_the_register_budget_is_compiled_in_and_named():
+    """Two budgets compile to different code, so they must not share a kernel name."""
+    spec = Bm3dSpec(1, 1, False, False, "float32", 9, 2, 4)
+    wide = dataclasses.replace(spec, sm_warps=(24, 16))
+    assert bm3d_kernel_name(spec, "bm3d_hard") != bm3d_kernel_name(wide, "bm3d_hard")
+    source = bm3d_source(wide, ("bm3d_hard",))
+    assert "#define BM_HARD_SM_WARPS 24\n" in source
+    assert "#define BM_WIENER_SM_WARPS 16\n" in source
+
+
+def _shared_sum_constants() -> dict[str, int]:
+    text = resources.files("avdenoise_vs._bm3d.cuda").joinpath("bm3d_tile.cuh").read_text()
+    found = dict(re.findall(r"#define (BM_SPLIT|BM_SHARED_ADDS) (\d+)", text))
+    return {name: int(value) for name, value in found.items()}
+
+
+def test_every_tile_fits_the_shared_sums_bound():
+    """bm3d_stage.cuh asserts it at compile time; here for every tile a pass can pick."""
+    most = _shared_sum_constants()["BM_SHARED_ADDS"]
+    for tile_x, tile_y in (*BM3D_TILES, (4, 1)):
+        assert tile_x * tile_y * max(GROUP_HT, GROUP_WIENER) <= most
+
+
+def test_split_shared_sums_add_up_to_the_exact_int64_sum():
+    """The words bm_shared_add keeps (low BM_SPLIT bits unsigned, the rest signed), modelled
+    with NumPy at the bound: BM_SHARED_ADDS values just inside BM_SHARED_MAX, both signs."""
+    split, adds = _shared_sum_constants()["BM_SPLIT"], _shared_sum_constants()["BM_SHARED_ADDS"]
+    rng = np.random.default_rng(7)
+    largest = (1 << 47) - 1
+    for values in (
+        rng.integers(-largest, largest, adds, dtype=np.int64),
+        np.full(adds, largest, dtype=np.int64),
+        np.full(adds, -largest, dtype=np.int64),
+    ):
+        low = int(np.sum(values & ((1 << split) - 1)))
+        high = int(np.sum(values >> split))
+        assert 0 <= low < 1 << 32 and -(1 << 31) <= high < 1 << 31
+        assert high * (1 << split) + low == int(np.sum(values.astype(object)))
+
+
 def test_matching_task_rows_are_defined_per_window():
     source = bm3d_source(Bm3dSpec(3, 1, False, False, "float32", 9, 2, 4))
     assert "#define BM_ROWS_FULL 4\n" in source
@@ -150,7 +195,7 @@ def test_every_module_compiles_and_its_args_match_the_host_dtype(spec, kernel, t
     """What the GPU compiles with NVRTC compiles with nvcc too, and ``struct Bm3dArgs`` is
     exactly the record the host fills (``bm3d_args_dtype``): a layout slip would misplace
     every field after it."""
-    spec = fit_tiles(spec, HOPPER_SHARED_LIMIT)
+    spec = fit_occupancy(fit_tiles(spec, HOPPER_SHARED_LIMIT), 8, HOPPER_SHARED_LIMIT)
     size = bm3d_args_dtype(spec.window).itemsize
     source = bm3d_source(spec, (kernel,))
     source += f'\nstatic_assert(sizeof(Bm3dArgs) == {size}, "Bm3dArgs layout");\n'

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 
 from avdenoise_vs._bm3d.cuda.args import Bm3dRecords, bm3d_args_dtype, reference_grid
-from avdenoise_vs._bm3d.cuda.launch import fit_tiles, stage_launches
+from avdenoise_vs._bm3d.cuda.launch import fit_occupancy, fit_tiles, stage_launches
 from avdenoise_vs._bm3d.cuda.schedule import SpatialSchedule, TemporalSchedule
 from avdenoise_vs._bm3d.cuda.source import Bm3dSpec
 from avdenoise_vs._bm3d.cuda.vbm3d_schedule import VBm3dSchedule
@@ -58,7 +58,7 @@ def _pass_spec(options: Bm3dSettings, layout: FrameLayout, shared_limit: int) ->
         ps_range=options.ps_range,
         kernels=("bm3d_load", *stages, "bm3d_finish"),
     )
-    return fit_tiles(spec, shared_limit)
+    return fit_occupancy(fit_tiles(spec, shared_limit), options.block_step, shared_limit)
 
 
 class Bm3dPass:

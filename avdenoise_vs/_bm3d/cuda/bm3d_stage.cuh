@@ -29,14 +29,47 @@ __device__ __forceinline__ void bm_gather(float* blk, const long long* frames, l
     __syncwarp();
 }
 
-// Add `weight` * Kaiser * estimate of each block to num/den of its frame's accumulator; blocks
-// of frame `center` go to the thread block's shared sums `tile_sums` instead, when it has them.
+// Add the lane's samples `v` of one block (key k), times their weights `w` (den: `ww`, the
+// same in fixed point), to num/den of the block's frame: through the thread block's shared sums
+// when the block lies in frame `center` and they exist, else straight to the accumulator.
+__device__ __forceinline__ void bm_add_block(const Bm3dArgs& a, unsigned k,
+                                             const float (&v)[BM_LANE_SAMPLES],
+                                             const float (&w)[BM_LANE_SAMPLES],
+                                             const unsigned long long (&ww)[BM_LANE_SAMPLES],
+                                             int c, unsigned long long* tile_sums,
+                                             const BmTile& tile, int lane) {
+    const long long plane = bm_plane(a);
+    const int t = bm_key_t(k), ky = bm_key_y(k), kx = bm_key_x(k);
+    const bool shared_sums = tile_sums && t == (int)a.center;
+    unsigned long long* num = (unsigned long long*)a.acc_at[t];
+    if (!shared_sums && !num) return;
+#pragma unroll
+    for (int h = 0; h < BM_LANE_SAMPLES; ++h) {
+        const int p = lane + 32 * h;
+        const int y = ky + p / BM_B, x = kx + p % BM_B;
+        const unsigned long long wv = (unsigned long long)__float2ll_rn(w[h] * v[h] * BM_FIX);
+        if (shared_sums && bm_shared_fits(wv)) {
+            const int at = (y - tile.y0) * tile.w + x - tile.x0;
+            bm_shared_add(tile_sums + at, wv);
+            bm_shared_add(tile_sums + tile.h * tile.w + at, ww[h]);
+        } else {  // frame `center` has an accumulator whenever it has shared sums
+            const long long at = (long long)c * plane + (long long)y * a.pitch + x;
+            atomicAdd(num + at, wv);
+            atomicAdd(num + BM_C * plane + at, ww[h]);
+        }
+    }
+}
+
+// Blocks whose samples a lane reads from shared memory before it adds any of them: the reads
+// then overlap rather than each waiting behind the previous block's atomics (2-3 % of the
+// hard-thresholding kernel, docs/BENCHMARKS.md "BM3D kernels").
+#define BM_AGG_BATCH 4
+
+// Add `weight` * Kaiser * estimate of each block to num/den of its frame (bm_add_block).
 __device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk,
                                              const unsigned* group, int size, int c, float weight,
                                              unsigned long long* tile_sums, const BmTile& tile,
                                              int lane) {
-    const long long plane = bm_plane(a);
-    const int reach = tile.h * tile.w;
     float w[BM_LANE_SAMPLES];
     unsigned long long ww[BM_LANE_SAMPLES];
 #pragma unroll
@@ -44,28 +77,16 @@ __device__ __forceinline__ void bm_aggregate(const Bm3dArgs& a, const float* blk
         w[h] = weight * bm_kaiser[lane + 32 * h];
         ww[h] = (unsigned long long)__float2ll_rn(w[h] * BM_FIX);
     }
-    for (int b = 0; b < size; ++b) {
-        const unsigned k = group[b];
-        const int t = bm_key_t(k), ky = bm_key_y(k), kx = bm_key_x(k);
-        const bool shared_sums = tile_sums && t == (int)a.center;
-        unsigned long long* num = (unsigned long long*)a.acc_at[t];
-        if (!shared_sums && !num) continue;
+    for (int b0 = 0; b0 < size; b0 += BM_AGG_BATCH) {
+        float v[BM_AGG_BATCH][BM_LANE_SAMPLES];
 #pragma unroll
-        for (int h = 0; h < BM_LANE_SAMPLES; ++h) {
-            const int p = lane + 32 * h;
-            const int y = ky + p / BM_B, x = kx + p % BM_B;
-            const float v = blk[b * BM_BS + bm_at(p)];
-            const unsigned long long wv = (unsigned long long)__float2ll_rn(w[h] * v * BM_FIX);
-            if (shared_sums) {
-                const int at = (y - tile.y0) * tile.w + x - tile.x0;
-                bm_shared_add(tile_sums + at, wv);
-                bm_shared_add(tile_sums + reach + at, ww[h]);
-            } else {
-                const long long at = (long long)c * plane + (long long)y * a.pitch + x;
-                atomicAdd(num + at, wv);
-                atomicAdd(num + BM_C * plane + at, ww[h]);
-            }
-        }
+        for (int i = 0; i < BM_AGG_BATCH; ++i)
+#pragma unroll
+            for (int h = 0; h < BM_LANE_SAMPLES; ++h)
+                v[i][h] = b0 + i < size ? blk[(b0 + i) * BM_BS + bm_at(lane + 32 * h)] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < BM_AGG_BATCH; ++i)
+            if (b0 + i < size) bm_add_block(a, group[b0 + i], v[i], w, ww, c, tile_sums, tile, lane);
     }
 }
 
@@ -129,15 +150,18 @@ __device__ float bm_wiener(float* blk, const float* pil, int size, float sigma, 
 // Shared floats per warp: the reference block, the group's keys, and a region that holds the
 // candidate list while matching and the group's blocks (and the pilot's) while filtering. The
 // thread block's tile sums, when it has them, follow its warps' floats. The tile: TX x TY
-// reference blocks, a warp each; registers for 16 warps an SM (128 a thread), which measured
-// faster than 96 with 20 warps.
+// reference blocks, a warp each; registers for SM_WARPS warps an SM (the spec's: 16, 128
+// registers a thread, or 24, 80 registers, where a spatial pass's thread blocks fit three to
+// an SM's shared memory; launch.py).
 template <int WIENER>
 struct BmShared {
     static constexpr int TX = WIENER ? BM_WIENER_TX : BM_HARD_TX;
     static constexpr int TY = WIENER ? BM_WIENER_TY : BM_HARD_TY;
     static constexpr int WARPS = TX * TY;
-    static constexpr int MIN_BLOCKS = WARPS >= 16 ? 1 : 16 / WARPS;
+    static constexpr int SM_WARPS = WIENER ? BM_WIENER_SM_WARPS : BM_HARD_SM_WARPS;
+    static constexpr int MIN_BLOCKS = WARPS >= SM_WARPS ? 1 : SM_WARPS / WARPS;
     static constexpr int K = WIENER ? BM_K_WIENER : BM_K_HT;
+    static_assert(WARPS * K <= BM_SHARED_ADDS, "a tile's shared sums would overflow");
     static constexpr int GROUP = (WIENER ? 2 : 1) * K * BM_BS;
     static constexpr int REGION = 2 * BM_NCAND > GROUP ? 2 * BM_NCAND : GROUP;
     static constexpr int FLOATS = BM_BB + K + REGION;

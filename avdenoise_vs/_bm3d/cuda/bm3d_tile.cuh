@@ -36,15 +36,35 @@ __device__ __forceinline__ BmTile bm_tile(const Bm3dArgs& a, int grid_h, int gri
     return t;
 }
 
-// Shared int64 addition as two 32-bit atomic adds, carrying out of the low word into the high
-// one: the same sum modulo 2^64 in any order. Hopper has no native 64-bit shared atomic add;
-// CUDA's spins on a compare-and-swap, which made the hard-thresholding kernel 13 % slower.
+// Shared sums as two 32-bit words an entry, each added to by a 32-bit atomic (Hopper has no
+// native 64-bit shared atomic add; CUDA's spins on a compare-and-swap, which made the
+// hard-thresholding kernel 13 % slower): the low word adds each value's low BM_SPLIT bits, the
+// high word the rest (value >> BM_SPLIT, signed), and the entry's sum is high * 2^BM_SPLIT +
+// low, the int64 sum exactly. No add waits for another's result, as a carry from the low word
+// would (its old value): a lane's atomics overlap. Neither word overflows: an entry takes at
+// most a tile's WARPS * K <= BM_SHARED_ADDS adds (BmShared asserts it), the low word at most
+// 256 * (2^24 - 1) < 2^32, and values below BM_SHARED_MAX in magnitude keep the high word
+// within 256 * 2^23 = 2^31. Larger ones (estimates beyond 2^15 in 8-bit scale, 128 times a
+// float clip's peak, at weight 1) go straight to the accumulator (bm_add_block).
+#define BM_SPLIT 24
+#define BM_SHARED_ADDS 256
+#define BM_SHARED_MAX (1ll << 47)
+
+__device__ __forceinline__ bool bm_shared_fits(unsigned long long v) {
+    return llabs((long long)v) < BM_SHARED_MAX;
+}
+
 __device__ __forceinline__ void bm_shared_add(unsigned long long* p, unsigned long long v) {
-    unsigned* half = (unsigned*)p;
-    const unsigned lo = (unsigned)v;
-    const unsigned old = atomicAdd(half, lo);
-    const unsigned hi = (unsigned)(v >> 32) + (old + lo < old ? 1u : 0u);
-    if (hi) atomicAdd(half + 1, hi);
+    unsigned* words = (unsigned*)p;
+    atomicAdd(words, (unsigned)v & ((1u << BM_SPLIT) - 1u));
+    const int high = (int)((long long)v >> BM_SPLIT);
+    if (high) atomicAdd((int*)words + 1, high);
+}
+
+// The int64 sum an entry of shared sums holds.
+__device__ __forceinline__ unsigned long long bm_shared_value(unsigned long long entry) {
+    const long long high = (int)(entry >> 32);
+    return (unsigned long long)(high * (1ll << BM_SPLIT) + (long long)(unsigned)entry);
 }
 
 // Zero the shared sums of the reach: num (h w entries), then den.
@@ -60,8 +80,8 @@ __device__ __forceinline__ void bm_tile_flush(const Bm3dArgs& a, const BmTile& t
     unsigned long long* den = num + BM_C * plane;
     const int n = t.h * t.w;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const unsigned long long sn = sums[i], sd = sums[n + i];
-        if (!(sn | sd)) continue;
+        if (!(sums[i] | sums[n + i])) continue;
+        const unsigned long long sn = bm_shared_value(sums[i]), sd = bm_shared_value(sums[n + i]);
         const long long at = (long long)(t.y0 + i / t.w) * a.pitch + t.x0 + i % t.w;
         atomicAdd(num + at, sn);
         atomicAdd(den + at, sd);

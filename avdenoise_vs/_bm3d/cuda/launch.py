@@ -14,12 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from avdenoise_vs._bm3d.cuda.source import GROUP_HT, GROUP_WIENER, Bm3dSpec
+from avdenoise_vs._bm3d.cuda.source import GROUP_HT, GROUP_WIENER, SM_WARPS, Bm3dSpec
 
-__all__ = ["StageLaunch", "fit_tiles", "stage_launches"]
+__all__ = ["StageLaunch", "fit_occupancy", "fit_tiles", "stage_launches"]
 
-#: Warps of a stage kernel an SM's registers hold (128 registers a thread: bm3d_stage.cuh).
-_WARPS_PER_SM = 16
 #: Shared memory the CUDA runtime reserves per thread block (Ampere on), bytes; an SM holds
 #: about one reservation more than a thread block may opt in to.
 _RESERVED = 1024
@@ -47,11 +45,26 @@ def fit_tiles(spec: Bm3dSpec, shared_limit: int) -> Bm3dSpec:
     return dataclasses.replace(spec, tiles=tiles)
 
 
+def fit_occupancy(spec: Bm3dSpec, step: int, shared_limit: int) -> Bm3dSpec:
+    """`spec` with registers for more warps of the hard-thresholding kernel an SM where that
+    pays: a spatial pass (one frame: its matching is short) whose thread blocks, tile sums
+    included where they pay, fit more to an SM's shared memory than the fewer registers
+    allow. V-BM3D keeps the registers (its kernel ran slower with fewer)."""
+    if spec.window != 1:
+        return spec
+    wide = dataclasses.replace(spec, sm_warps=(SM_WARPS[1], spec.sm_warps[1]))
+    sums = _sums_pay(wide, False, step, shared_limit)
+    shared = wide.shared_bytes(False, step if sums else None)
+    if _blocks_per_sm(wide, False, shared, shared_limit) * wide.warps(False) <= SM_WARPS[0]:
+        return spec
+    return wide
+
+
 def _blocks_per_sm(spec: Bm3dSpec, wiener: bool, shared: int, shared_limit: int) -> int:
     """Thread blocks of a stage kernel one SM holds, by its registers and shared memory."""
     if shared > shared_limit:
         return 0
-    by_registers = max(1, _WARPS_PER_SM // spec.warps(wiener))
+    by_registers = max(1, spec.sm_warps[wiener] // spec.warps(wiener))
     return min(by_registers, (shared_limit + _RESERVED) // (shared + _RESERVED))
 
 

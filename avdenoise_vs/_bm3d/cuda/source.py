@@ -32,6 +32,7 @@ __all__ = [
     "BM3D_TILES",
     "GROUP_HT",
     "GROUP_WIENER",
+    "SM_WARPS",
     "Bm3dSpec",
     "bm3d_kernel_name",
     "bm3d_source",
@@ -56,6 +57,11 @@ BM3D_PARTS = (
 #: a Wiener warp's shared memory is four times a hard-thresholding warp's, so its tile stays
 #: one row high.
 BM3D_TILES = ((4, 2), (4, 1))
+#: Warps of a stage kernel an SM's registers may hold: 16 (128 registers a thread, room for
+#: the reference block and the distances of matching) or 24 (80, some spilled), which ran the
+#: hard-thresholding kernel of radius 0 faster (YUV444 727 us a frame against 788, luma 356
+#: against 362; radius 1 YUV444 1247 against 1209: docs/BENCHMARKS.md, "BM3D kernels").
+SM_WARPS = (16, 24)
 #: Most blocks per group in each stage, as in the reference (``group_size``).
 GROUP_HT = 16
 GROUP_WIENER = 32
@@ -89,6 +95,9 @@ class Bm3dSpec:
         pass compiles only what it runs, and its modules compile side by side.
     tiles : tuple of (int, int)
         Reference blocks per thread block (x, y) of the hard-thresholding and Wiener kernels.
+    sm_warps : tuple of int
+        Warps of each of those kernels an SM's registers are to hold (:data:`SM_WARPS`):
+        the registers a thread gets, 65536 / (32 * warps) at most.
     """
 
     window: int
@@ -101,6 +110,7 @@ class Bm3dSpec:
     ps_range: int
     kernels: tuple[str, ...] = BM3D_KERNELS
     tiles: tuple[tuple[int, int], tuple[int, int]] = BM3D_TILES
+    sm_warps: tuple[int, int] = (SM_WARPS[0], SM_WARPS[0])
 
     @property
     def candidates(self) -> int:
@@ -168,7 +178,7 @@ def bm3d_kernel_name(spec: Bm3dSpec, kernel: str) -> str:
         f"avdenoise_bm3d_{stage}_t{spec.window}_c{spec.channels}_j{int(spec.joint)}"
         f"_rgb{int(spec.rgb)}_{DTYPE_TAGS[spec.dtype]}_bm{spec.bm_range}_pn{spec.ps_num}"
         f"_pr{spec.ps_range}_kh{GROUP_HT}_kw{GROUP_WIENER}"
-        f"_th{hard_x}x{hard_y}_tw{wiener_x}x{wiener_y}"
+        f"_th{hard_x}x{hard_y}_tw{wiener_x}x{wiener_y}_o{spec.sm_warps[0]}x{spec.sm_warps[1]}"
     )
 
 
@@ -250,6 +260,8 @@ def bm3d_source(spec: Bm3dSpec, kernels: tuple[str, ...] = BM3D_KERNELS) -> str:
         f"#define BM_HARD_TY {spec.tiles[0][1]}",
         f"#define BM_WIENER_TX {spec.tiles[1][0]}",
         f"#define BM_WIENER_TY {spec.tiles[1][1]}",
+        f"#define BM_HARD_SM_WARPS {spec.sm_warps[0]}",
+        f"#define BM_WIENER_SM_WARPS {spec.sm_warps[1]}",
         *(f"#define BM_NAME_{k[5:].upper()} {bm3d_kernel_name(spec, k)}" for k in kernels),
         _tables(),
         "",
