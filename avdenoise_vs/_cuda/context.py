@@ -23,6 +23,16 @@ from avdenoise_vs._log import OWN_THREAD_PREFIX
 
 __all__ = ["EarlyContext", "start_early_context"]
 
+#: Stack a GPU thread of the context gets, bytes, until a kernel needs more: the driver then
+#: grows it for that launch and keeps it grown (``cuCtxSetLimit``). The default, 1 KiB,
+#: reserves local memory for every thread the device holds at once (2048 threads x 132 SMs on
+#: an H100 or H200), where the BM3D kernels' largest stack frame is 112 bytes (ptxas: the
+#: hard-thresholding kernel with 80 registers spills). A radius 0 luma fleet worker held 888
+#: MiB at 1 KiB, 690 at 256 bytes and 656 at 128; 256 ran the fleet as fast as 1 KiB in the
+#: same call (679 fps against 667, docs/BENCHMARKS.md "GPU memory").
+STACK_BYTES = 256
+_CU_LIMIT_STACK_SIZE = 0
+
 #: The early contexts of this process, by device ordinal: one thread a device, however many
 #: filters a script creates.
 _STARTED: dict[int, EarlyContext] = {}
@@ -89,6 +99,7 @@ class EarlyContext:
                 self.failure = f"cuDevicePrimaryCtxRetain returned {status}"
                 return
             self._driver, self._retained = driver, True
+            _trim_stack(driver, context)
         except OSError as error:  # libcuda cannot be loaded
             self.failure = f"no NVIDIA driver found ({error})"
         except Exception as error:  # nothing here may fail a render
@@ -103,3 +114,12 @@ class EarlyContext:
             self._driver.cuDevicePrimaryCtxRelease(self._device)
         with _STARTED_LOCK:  # a later filter may try again
             _STARTED.pop(self._key, None)
+
+
+def _trim_stack(driver, context: ctypes.c_void_p) -> None:
+    """Lower the context's per-thread stack to :data:`STACK_BYTES` (best effort: a driver that
+    refuses keeps its default, which costs memory, not correctness)."""
+    if driver.cuCtxPushCurrent_v2(context):
+        return
+    driver.cuCtxSetLimit(_CU_LIMIT_STACK_SIZE, ctypes.c_size_t(STACK_BYTES))
+    driver.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))

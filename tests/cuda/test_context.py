@@ -38,6 +38,7 @@ def test_the_context_is_retained_after_the_flags_and_released_on_request(driver)
     assert _context.start_early_context(1, lambda ordinal: None) is early  # one a device
     early.release()
     assert calls == ["cuInit", "cuDeviceGet", ("flags", 1), "cuDevicePrimaryCtxRetain",
+                     "cuCtxPushCurrent_v2", "cuCtxSetLimit", "cuCtxPopCurrent_v2",
                      "cuDevicePrimaryCtxRelease"]  # fmt: skip
     assert _context.start_early_context(1, lambda ordinal: None) is not early  # released: anew
 
@@ -50,6 +51,16 @@ def test_a_refusing_driver_leaves_the_context_to_cupy(driver, failing):
     early.release()
     assert "cuDevicePrimaryCtxRelease" not in calls
     assert (("flags", 0) in calls) == (failing == "cuDevicePrimaryCtxRetain")
+
+
+def test_a_context_whose_stack_cannot_be_trimmed_is_kept(driver):
+    """The stack limit saves memory only: a refused push leaves the default and the context."""
+    calls, state = driver
+    state["fail"] = "cuCtxPushCurrent_v2"
+    early = _context.start_early_context(0, lambda ordinal: None)
+    early.release()
+    assert "cuCtxSetLimit" not in calls and calls[-1] == "cuDevicePrimaryCtxRelease"
+    assert early.failure is None
 
 
 def test_without_an_index_the_thread_places_the_process_after_cuinit(driver, monkeypatch):
