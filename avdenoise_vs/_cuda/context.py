@@ -117,9 +117,13 @@ class EarlyContext:
 
 
 def _trim_stack(driver, context: ctypes.c_void_p) -> None:
-    """Lower the context's per-thread stack to :data:`STACK_BYTES` (best effort: a driver that
-    refuses keeps its default, which costs memory, not correctness)."""
-    if driver.cuCtxPushCurrent_v2(context):
-        return
-    driver.cuCtxSetLimit(_CU_LIMIT_STACK_SIZE, ctypes.c_size_t(STACK_BYTES))
-    driver.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+    """Lower the context's per-thread stack to :data:`STACK_BYTES`. Best effort, and never a
+    failure of the context: a driver that refuses (or lacks a call) keeps its default, which
+    costs memory, not correctness."""
+    try:
+        if driver.cuCtxPushCurrent_v2(context):
+            return
+        driver.cuCtxSetLimit(_CU_LIMIT_STACK_SIZE, ctypes.c_size_t(STACK_BYTES))
+        driver.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+    except Exception:  # e.g. an AttributeError from a driver without the _v2 calls
+        pass

@@ -63,6 +63,18 @@ def test_a_context_whose_stack_cannot_be_trimmed_is_kept(driver):
     assert early.failure is None
 
 
+def test_a_driver_without_the_stack_calls_still_gives_the_context(driver, monkeypatch):
+    calls, _ = driver
+
+    def missing(self, context):
+        raise AttributeError("cuCtxPushCurrent_v2")
+
+    monkeypatch.setattr(FakeDriver, "cuCtxPushCurrent_v2", missing, raising=False)
+    early = _context.start_early_context(0, lambda ordinal: None)
+    early.release()
+    assert early.failure is None and calls[-1] == "cuDevicePrimaryCtxRelease"
+
+
 def test_without_an_index_the_thread_places_the_process_after_cuinit(driver, monkeypatch):
     calls, _ = driver
 
