@@ -133,7 +133,8 @@ def test_the_register_budget_is_compiled_in_and_named():
 def _shared_sum_constants() -> dict[str, int]:
     text = resources.files("avdenoise_vs._bm3d.cuda").joinpath("bm3d_tile.cuh").read_text()
     found = dict(re.findall(r"#define (BM_SPLIT|BM_SHARED_ADDS) (\d+)", text))
-    return {name: int(value) for name, value in found.items()}
+    (shift,) = re.findall(r"#define BM_SHARED_MAX \(1ll << (\d+)\)", text)
+    return {name: int(value) for name, value in found.items()} | {"BM_SHARED_MAX": 1 << int(shift)}
 
 
 def test_every_tile_fits_the_shared_sums_bound():
@@ -146,9 +147,10 @@ def test_every_tile_fits_the_shared_sums_bound():
 def test_split_shared_sums_add_up_to_the_exact_int64_sum():
     """The words bm_shared_add keeps (low BM_SPLIT bits unsigned, the rest signed), modelled
     with NumPy at the bound: BM_SHARED_ADDS values just inside BM_SHARED_MAX, both signs."""
-    split, adds = _shared_sum_constants()["BM_SPLIT"], _shared_sum_constants()["BM_SHARED_ADDS"]
+    constants = _shared_sum_constants()
+    split, adds = constants["BM_SPLIT"], constants["BM_SHARED_ADDS"]
     rng = np.random.default_rng(7)
-    largest = (1 << 47) - 1
+    largest = constants["BM_SHARED_MAX"] - 1
     for values in (
         rng.integers(-largest, largest, adds, dtype=np.int64),
         np.full(adds, largest, dtype=np.int64),
