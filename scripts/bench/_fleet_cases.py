@@ -4,7 +4,9 @@ Sources and rival filters are ``bench_nlm.py``'s and ``bench_bm3d.py``'s (script
 a real picture panning with noise added by a native expression, so that the source costs no
 Python per frame, and the rivals at the settings those benchmarks give them. Ours is built
 here, because a worker must be able to force ``device="cpu"`` (the tests run a fleet on a
-machine without a GPU). The plugin ``source`` is the unfiltered clip: the harness's ceiling.
+machine without a GPU). The plugin ``source`` is the unfiltered clip: the harness's ceiling;
+``bus`` the same through ``std.GPUUpload`` and ``std.GPUDownload`` (R80+): the ceiling of a GPU
+filter whose frames cross the bus.
 
 BM3DCUDA at a radius is aggregated as bench_bm3d.py does it: ``bm3d.VAggregate`` when
 VapourSynth-BM3D is loaded, else ``bm3dcuda.BM3Dv2`` (the same filter and the plugin's own
@@ -20,10 +22,24 @@ import _bench
 import bench_bm3d
 import bench_nlm
 
-__all__ = ["CASES", "OURS", "RIVALS", "SOURCE", "SOURCE_FRAMES", "Case", "render", "select"]
+__all__ = [
+    "BUS",
+    "CASES",
+    "CEILINGS",
+    "OURS",
+    "RIVALS",
+    "SOURCE",
+    "SOURCE_FRAMES",
+    "Case",
+    "render",
+    "select",
+]
 
 OURS = "avdenoise"
 SOURCE = "source"
+BUS = bench_bm3d.BUS  # the source through VapourSynth's GPU device and back (R80+)
+#: Columns that filter nothing: what the harness, and the bus on top of it, allow.
+CEILINGS = (SOURCE, BUS)
 #: Every rival column, in the order the table shows them.
 RIVALS = ("vszipcu", "vszipcu_fused", "bm3dcuda", "knlm", "nlm_cuda", *bench_bm3d.VULKAN)
 #: Frames of :func:`_bench.make_source`'s clip (24 pictures looped 400 times).
@@ -222,4 +238,6 @@ def render(
         core.num_threads = threads
     chosen = CASES[case]
     noisy, _ = _bench.make_source(core, chosen.fmt, width, height, chosen.noise)
+    if plugin == BUS:
+        return bench_bm3d.bus(core, noisy)
     return chosen.build(core, plugin, noisy, device, device_id)

@@ -24,8 +24,8 @@ __all__ = [
 
 OURS_COLD = "avdenoise cold"
 OURS_WARM = "avdenoise warm"
-#: Columns that are not rivals: ours and the unfiltered source.
-NOT_RIVALS = (OURS_COLD, OURS_WARM, "source")
+#: Columns that are not rivals: ours, the unfiltered source and the source through the bus.
+NOT_RIVALS = (OURS_COLD, OURS_WARM, "source", "bus")
 #: What a cell's median is taken of (each None-safe).
 MEDIAN_KEYS = (
     "fps", "wall_s", "slowest_worker_s", "mean_first_frame_s", "gpu_mib", "gpu_busy_pct", "cpu_s",

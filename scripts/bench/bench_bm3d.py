@@ -21,6 +21,10 @@ Plugins (a column each):
 
 source
     No filter: the ceiling of the harness.
+bus
+    No filter either: the source through ``core.std.GPUUpload`` and ``core.std.GPUDownload``
+    (VapourSynth R80+), the ceiling of any GPU filter whose frames cross the bus, as the
+    Vulkan rivals' and ours do.
 avdenoise
     ``avdenoise.BM3D`` (BM3DCUDA's signature, temporal aggregation inside the call); the
     two-stage case is ``avdenoise.Denoise(algorithm="bm3d", stages=2)``.
@@ -80,6 +84,7 @@ PLUGINS = ("source", "avdenoise", "bm3dcuda", "vszipcu", "vszipcu_fused")
 #: The Vulkan rivals (VapourSynth R80+), not in the default columns: R79, which BM3DCUDA needs,
 #: has no GPU frames.
 VULKAN = ("vsfeel", "bm3dvk", "bm3dvk2")
+BUS = "bus"  # not a rival: see the module's docstring
 SIGMA = 3.0  # BM3DCUDA's and vszipcu's default
 NOISE = _bench.Noise("gaussian", 3.0)  # matches SIGMA: BM3D's sigma is the noise's deviation
 #: The rivals' defaults, passed to every filter so that a changed default cannot skew a run.
@@ -145,6 +150,11 @@ def _vszipcu(core, clip, case: Case, fused: bool, device_id: int | None = None):
     return core.vszipcu.BM3Dv2(clip, **args)
 
 
+def bus(core, clip):
+    """`clip` uploaded to VapourSynth's GPU device and downloaded again, nothing between."""
+    return core.std.GPUDownload(clip=core.std.GPUUpload(clip=clip))
+
+
 def vulkan(core, plugin: str, clip, case: Case):
     """A Vulkan rival's one-stage BM3D of `clip`: uploaded to VapourSynth's GPU device,
     filtered, downloaded, at the same settings as every other column."""
@@ -170,6 +180,8 @@ def _build(core, plugin: str, name: str, noisy):
     case = CASES[name]
     if plugin == "source":
         return noisy, None
+    if plugin == BUS:
+        return bus(core, noisy), None
     if plugin == "avdenoise":
         return _ours(core, noisy, case), None
     if case.ours_only:

@@ -165,6 +165,19 @@ def test_the_table_compares_ours_warm_with_the_best_rival() -> None:
     )
 
 
+def test_the_ceilings_are_never_the_best_rival() -> None:
+    cells = {
+        "avdenoise warm": _cell(300.0),
+        "source": _cell(600.0),
+        "bus": _cell(450.0),
+        "vsfeel": _cell(200.0),
+    }
+    columns = ["avdenoise warm", "source", "bus", "vsfeel"]
+    rows = [{"label": "BM3D r0 YUV444", "cells": cells}]
+    line = _fleet_report.markdown(rows, columns, "### header").splitlines()[4]
+    assert line.startswith("| BM3D r0 YUV444 | 300 | 600 | 450 | 200 | 1.50x |")
+
+
 def test_memory_estimated_from_the_total_is_marked() -> None:
     cells = {"avdenoise warm": _cell(100.0, gpu={"method": "total"}), "knlm": _cell(50.0)}
     line = _fleet_report.markdown([{"label": "c", "cells": cells}], ["knlm"], "#").splitlines()[-1]
@@ -289,7 +302,7 @@ def test_rivals_get_devices_round_robin_and_ours_places_itself() -> None:
     assert ids == [0, 1, 0, 1, 0]
     args = bench_fleet.worker_args(plan, "BM3D r0 luma", "knlm", 3)
     assert args[-2:] == ["-a", "device_id=1"]
-    for plugin in ("avdenoise", "source"):
+    for plugin in ("avdenoise", "source", "bus"):
         args = bench_fleet.worker_args(plan, "BM3D r0 luma", plugin, 3)
         assert not any(part.startswith("device_id=") for part in args)
         assert "device=auto" in args
