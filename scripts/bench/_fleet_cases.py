@@ -5,8 +5,8 @@ a real picture panning with noise added by a native expression, so that the sour
 Python per frame, and the rivals at the settings those benchmarks give them. Ours is built
 here, because a worker must be able to force ``device="cpu"`` (the tests run a fleet on a
 machine without a GPU). The plugin ``source`` is the unfiltered clip: the harness's ceiling;
-``bus`` the same through ``std.GPUUpload`` and ``std.GPUDownload`` (R80+): the ceiling of a GPU
-filter whose frames cross the bus.
+``bus`` the same through ``std.GPUUpload`` and ``std.GPUDownload`` (R80+): the frames' round trip
+through VapourSynth's GPU device alone, what the Vulkan rivals' transfers cost.
 
 BM3DCUDA at a radius is aggregated as bench_bm3d.py does it: ``bm3d.VAggregate`` when
 VapourSynth-BM3D is loaded, else ``bm3dcuda.BM3Dv2`` (the same filter and the plugin's own
@@ -25,11 +25,11 @@ import bench_nlm
 __all__ = [
     "BUS",
     "CASES",
-    "CEILINGS",
     "OURS",
     "RIVALS",
     "SOURCE",
     "SOURCE_FRAMES",
+    "UNFILTERED",
     "Case",
     "render",
     "select",
@@ -38,8 +38,8 @@ __all__ = [
 OURS = "avdenoise"
 SOURCE = "source"
 BUS = bench_bm3d.BUS  # the source through VapourSynth's GPU device and back (R80+)
-#: Columns that filter nothing: what the harness, and the bus on top of it, allow.
-CEILINGS = (SOURCE, BUS)
+#: Columns that filter nothing: never a rival.
+UNFILTERED = (SOURCE, BUS)
 #: Every rival column, in the order the table shows them.
 RIVALS = ("vszipcu", "vszipcu_fused", "bm3dcuda", "knlm", "nlm_cuda", *bench_bm3d.VULKAN)
 #: Frames of :func:`_bench.make_source`'s clip (24 pictures looped 400 times).

@@ -23,8 +23,9 @@ source
     No filter: the ceiling of the harness.
 bus
     No filter either: the source through ``core.std.GPUUpload`` and ``core.std.GPUDownload``
-    (VapourSynth R80+), the ceiling of any GPU filter whose frames cross the bus, as the
-    Vulkan rivals' and ours do.
+    (VapourSynth R80+), the frames' round trip through VapourSynth's GPU device alone, which
+    the Vulkan rivals' time includes. Not a ceiling for them in one process: VapourSynth
+    overlaps the round trip with a filter between its halves (docs/BENCHMARKS.md).
 avdenoise
     ``avdenoise.BM3D`` (BM3DCUDA's signature, temporal aggregation inside the call); the
     two-stage case is ``avdenoise.Denoise(algorithm="bm3d", stages=2)``.

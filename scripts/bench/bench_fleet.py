@@ -58,7 +58,7 @@ import _fleet_cases as cases_
 import _fleet_gpu
 import _fleet_report as report
 import _fleet_split
-from _fleet_cases import CEILINGS, OURS, RIVALS
+from _fleet_cases import OURS, RIVALS, UNFILTERED
 
 __all__ = ["main"]
 
@@ -67,7 +67,7 @@ PREWARM_FRAMES = 8
 """Frames of the one-worker run that fills a warm cache when no cold run left one."""
 MIN_FLEET_S = 10.0
 """No fleet starts with less of ``--budget`` left than this."""
-PLUGINS = (OURS, *CEILINGS, *RIVALS)
+PLUGINS = (OURS, *UNFILTERED, *RIVALS)
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Plan:
 def rival_device(plugin: str, worker: int, gpus: int) -> int | None:
     """The GPU a worker of `plugin` is given: round-robin for rivals on several GPUs, else
     None (ours places itself, the source uses none, one GPU needs no index)."""
-    if gpus <= 1 or plugin in (OURS, *CEILINGS):
+    if gpus <= 1 or plugin in (OURS, *UNFILTERED):
         return None
     return worker % gpus
 
@@ -236,7 +236,7 @@ def run_row(
             cells[report.OURS_COLD] = _repeat(label, report.OURS_COLD, repeat, cold)
         if "warm" in caches:
             cells[report.OURS_WARM] = _repeat(label, report.OURS_WARM, repeat, warmed)
-    others = [p for p in CEILINGS if p in plugins]
+    others = [p for p in UNFILTERED if p in plugins]
     others += [p for p in RIVALS if p in plugins and p in cases_.CASES[case].rivals]
     for plugin in others:
         cells[plugin] = _repeat(
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     columns = [
         c
-        for c in (report.OURS_COLD, report.OURS_WARM, *CEILINGS, *RIVALS)
+        for c in (report.OURS_COLD, report.OURS_WARM, *UNFILTERED, *RIVALS)
         if any(c in row["cells"] for row in rows)
     ]
     gpu = _fleet_gpu.gpu_name()
