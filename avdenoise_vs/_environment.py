@@ -154,8 +154,9 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
         "bm3d_workspaces",
         "a positive integer",
         "4 spatial, 3 V-BM3D",
-        "Frames of a BM3D pass on the GPU at once, each with its own work buffers (V-BM3D: "
-        "2r + 1 frames of float planes).",
+        "Work buffers of a BM3D pass (V-BM3D: 2r + 1 frames of float planes each). V-BM3D "
+        "runs that many frames on the GPU at once; a spatial pass runs 8 (or this many, if "
+        "more), handing its work buffers from frame to frame on the GPU.",
     ),
     DebugKey(
         "bm3d_cache",

@@ -137,6 +137,7 @@ def test_table_agrees_with_the_code() -> None:
     workspaces = next(k for k in DEBUG_KEYS if k.key == "bm3d_workspaces")
     spatial, temporal = bm3d.DEFAULT_WORKSPACES
     assert workspaces.default == f"{spatial} spatial, {temporal} V-BM3D"
+    assert f"a spatial pass runs {bm3d.SPATIAL_FRAMES_IN_FLIGHT} " in workspaces.doc
     assert default("CUDA_DEVICE_MAX_CONNECTIONS") == "1"
 
 

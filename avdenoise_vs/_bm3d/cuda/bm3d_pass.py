@@ -26,7 +26,13 @@ from avdenoise_vs._bm3d.cuda.launch import fit_occupancy, fit_tiles, stage_launc
 from avdenoise_vs._bm3d.cuda.schedule import SpatialSchedule, TemporalSchedule
 from avdenoise_vs._bm3d.cuda.source import Bm3dSpec
 from avdenoise_vs._bm3d.cuda.vbm3d_schedule import VBm3dSchedule
-from avdenoise_vs._bm3d.cuda.workspace import DEFAULT_WORKSPACES, Lease, WorkSizes, WorkspacePool
+from avdenoise_vs._bm3d.cuda.workspace import (
+    DEFAULT_WORKSPACES,
+    SPATIAL_FRAMES_IN_FLIGHT,
+    Lease,
+    WorkSizes,
+    WorkspacePool,
+)  # fmt: skip
 from avdenoise_vs._cuda.calls import KernelArgs, cuda_calls
 from avdenoise_vs._params.options import Distance, FrameLayout, SampleType
 from avdenoise_vs._params.settings import Bm3dSettings, Stages
@@ -103,14 +109,15 @@ class Bm3dPass:
         self._stages = stage_launches(self.spec, refs, options.block_step, shared_limit)
         sums = {name: launch.sums for name, launch in self._stages.items()}
         self.records = Bm3dRecords(options, layout, offsets, pitch, sizes.pitch, sums)
-        spatial = self.window == 1
-        self.frames_in_flight = workspaces or DEFAULT_WORKSPACES[not spatial]
+        spatial = self.spatial = self.window == 1
+        count = workspaces or DEFAULT_WORKSPACES[not spatial]
+        self.frames_in_flight = max(count, SPATIAL_FRAMES_IN_FLIGHT) if spatial else count
         self._schedule: TemporalSchedule = (
             SpatialSchedule(self) if spatial
             else VBm3dSchedule(self, options.radius, sizes, self.frames_in_flight, accumulators)
         )  # fmt: skip
         pilots = self.window if (spatial or options.has_ref) else 0
-        self._pool = WorkspacePool(sizes, (self.window, pilots), spatial, self.frames_in_flight,
+        self._pool = WorkspacePool(sizes, (self.window, pilots), spatial, count,
                                    self._schedule.equip)  # fmt: skip
         self.workspace_bytes = self._pool.workspace_bytes
         self._pixel_grid = (-(-width // _PIXEL_BLOCK[0]), -(-height // _PIXEL_BLOCK[1]))
@@ -136,18 +143,34 @@ class Bm3dPass:
         once the stream has synchronized."""
         self._kernels or self._load_kernels()
         lease = Lease(self._pool.acquire())
+        stream = state.stream_ptr
         try:
-            self._schedule.frame(lease, numbers, values, guides, out_ptr, state.stream_ptr)
+            if self.spatial and lease.workspace.free_event:  # the last frame's kernels first
+                self.calls.streamWaitEvent(stream, lease.workspace.free_event)
+            self._schedule.frame(lease, numbers, values, guides, out_ptr, stream)
         except BaseException:
             self._schedule.abandon(lease)
             self.release(lease)
             raise
+        if self.spatial:
+            self._hand_on(lease, stream)
         return lease
 
     def release(self, lease: Lease) -> None:
         """Give back what a frame held (its stream has synchronized)."""
         lease.settle()
-        self._pool.put(lease.workspace)
+        if lease.workspace is not None:
+            self._pool.put(lease.workspace)
+
+    def _hand_on(self, lease: Lease, stream: int) -> None:
+        """Give a spatial frame's workspace back now, its kernels queued: the event recorded
+        after them makes the next frame that takes it wait on the GPU, not on the host."""
+        workspace = lease.workspace
+        if not workspace.free_event:
+            workspace.free_event = self.calls.event()
+        self.calls.eventRecord(workspace.free_event, stream)
+        lease.workspace = None
+        self._pool.put(workspace)
 
     def forget(self, numbers) -> None:
         """Drop the accumulators and basic estimates of frames `numbers` (warm-up frames)."""

@@ -15,7 +15,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_WORKSPACES", "Lease", "WorkSizes", "Workspace", "WorkspacePool"]
+__all__ = [
+    "DEFAULT_WORKSPACES", "SPATIAL_FRAMES_IN_FLIGHT", "Lease", "WorkSizes", "Workspace",
+    "WorkspacePool",
+]  # fmt: skip
 
 _ALIGN = 128  # work-plane pitch, elements
 #: Workspaces per pass, which is also how many frames of the pass the backend's gate lets onto
@@ -25,6 +28,12 @@ _ALIGN = 128  # work-plane pitch, elements
 #: fps with 2 / 3 / 4 workspaces in an earlier design of the sums; this one, with 3: one stage
 #: 430 fps, two stages 170.
 DEFAULT_WORKSPACES = (4, 3)  # (spatial, temporal)
+#: Frames of a spatial pass that the gate lets onto the GPU at once. A spatial workspace goes
+#: back to its pool as soon as its frame's kernels are queued, with an event recorded after
+#: them that the next frame's stream waits on, so it is busy only while those kernels run,
+#: not while the frame's output crosses the bus and its thread wakes: more frames than
+#: workspaces keep the GPU fed, each holding only an output buffer beyond them.
+SPATIAL_FRAMES_IN_FLIGHT = 8
 
 
 @dataclass(frozen=True)
@@ -56,9 +65,11 @@ class WorkSizes:
 class Workspace:
     """One frame's work buffers: float planes of a job's window (noisy; pilot when the ref clip
     is the pilot or the pass is spatial); for spatial BM3D also its accumulator and the
-    argument record of each launch, built once."""
+    argument record of each launch, built once, and the event recorded after the last frame's
+    kernels that used it (0 before any: a spatial workspace is handed on on the GPU's
+    timeline)."""
 
-    __slots__ = ("memory", "noisy", "pilot", "acc", "spatial")
+    __slots__ = ("memory", "noisy", "pilot", "acc", "spatial", "free_event")
 
 
 class Lease:
@@ -156,6 +167,7 @@ class WorkspacePool:
         noisy, pilots = self.planes
         ws.pilot = ws.noisy + noisy * self.sizes.frame_bytes if pilots else 0
         ws.spatial = None
+        ws.free_event = 0
         self._equip(ws)
         return ws
 
