@@ -153,7 +153,7 @@ DEBUG_KEYS: tuple[DebugKey, ...] = (
     DebugKey(
         "bm3d_workspaces",
         "a positive integer",
-        "4 spatial, 3 V-BM3D",
+        "2 spatial, 3 V-BM3D",
         "Work buffers of a BM3D pass (V-BM3D: 2r + 1 frames of float planes each). V-BM3D "
         "runs that many frames on the GPU at once; a spatial pass runs 8 (or this many, if "
         "more), handing its work buffers from frame to frame on the GPU.",

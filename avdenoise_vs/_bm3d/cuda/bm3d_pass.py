@@ -79,7 +79,8 @@ class Bm3dPass:
     pitch : dict of int to int
         Row pitch in bytes of each plane (the same in slots and output buffers).
     workspaces : int, optional
-        Most frames of this pass on the GPU at once; default ``DEFAULT_WORKSPACES``.
+        Work buffers of this pass, default ``DEFAULT_WORKSPACES``: V-BM3D's frames on the GPU
+        at once; a spatial pass runs ``SPATIAL_FRAMES_IN_FLIGHT`` or this many, if more.
     accumulators : int, optional
         V-BM3D: accumulators kept on the GPU (``vbm3d_schedule.VBm3dSchedule``).
     shared_limit : int, optional

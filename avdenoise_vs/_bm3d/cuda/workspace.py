@@ -21,18 +21,21 @@ __all__ = [
 ]  # fmt: skip
 
 _ALIGN = 128  # work-plane pitch, elements
-#: Workspaces per pass, which is also how many frames of the pass the backend's gate lets onto
-#: the GPU at once. Spatial frames are light and several keep the GPU busy. A V-BM3D workspace
-#: holds the float planes of the 2r + 1 frames a job reads (75 MB at 1080p 4:4:4, r = 1). At
-#: r = 1 on YUV444 (H200, 16 threads, vspipe, 2026-11-30), two stages ran at 96 / 146 / 146
-#: fps with 2 / 3 / 4 workspaces in an earlier design of the sums; this one, with 3: one stage
-#: 430 fps, two stages 170.
-DEFAULT_WORKSPACES = (4, 3)  # (spatial, temporal)
+#: Workspaces per pass. V-BM3D's are also how many of its frames the backend's gate lets onto
+#: the GPU at once: a V-BM3D workspace holds the float planes of the 2r + 1 frames a job reads
+#: (75 MB at 1080p 4:4:4, r = 1). At r = 1 on YUV444 (H200, 16 threads, vspipe, 2026-11-30),
+#: two stages ran at 96 / 146 / 146 fps with 2 / 3 / 4 workspaces in an earlier design of the
+#: sums; this one, with 3: one stage 430 fps, two stages 170. A spatial workspace is busy only
+#: while its frame's kernels run (below), so two keep the GPU fed: r0 luma with 1 / 2 / 3
+#: workspaces ran at 2108 / 2133 / 2200 fps (530 / 586 / 642 MiB; H100, R81, 2026-12-07,
+#: ``bench_bm3d.py --seconds 2``), and 4 gave no more at 698 MiB.
+DEFAULT_WORKSPACES = (2, 3)  # (spatial, temporal)
 #: Frames of a spatial pass that the gate lets onto the GPU at once. A spatial workspace goes
 #: back to its pool as soon as its frame's kernels are queued, with an event recorded after
 #: them that the next frame's stream waits on, so it is busy only while those kernels run,
 #: not while the frame's output crosses the bus and its thread wakes: more frames than
-#: workspaces keep the GPU fed, each holding only an output buffer beyond them.
+#: workspaces keep the GPU fed, each holding only an output buffer beyond them. With 4
+#: workspaces and 4 frames in flight r0 luma ran at 1214-1730 fps; with 8 frames, 2016-2245.
 SPATIAL_FRAMES_IN_FLIGHT = 8
 
 
