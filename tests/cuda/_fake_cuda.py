@@ -1,5 +1,6 @@
-"""A fake CuPy, and the bridge's side of the frame protocol, for the CUDA backend's host-side
-tests (``test_backend_host.py``).
+"""A fake CuPy, the bridge's side of the frame protocol and small NLM backends on them, for the
+CUDA backend's host-side tests (``test_backend_host.py``, ``test_backend_warmup_host.py``; the
+fixtures are in ``conftest.py``).
 
 "Device" memory is host memory, copies are ``ctypes.memmove``, and the fake NLM kernel writes,
 for every pixel of the pass's planes, the largest sample of its temporal window.
@@ -18,10 +19,11 @@ from avdenoise_vs._backends.cuda import backend as cuda_backend
 from avdenoise_vs._cuda import frame_cache as cuda_cache
 from avdenoise_vs._nlm.cuda import nlm_pass as cuda_nlm
 from avdenoise_vs._nlm.cuda.nlm_pass import args_dtype
-from avdenoise_vs._params.options import FrameLayout
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType, WeightMode
+from avdenoise_vs._params.settings import NlmSettings
 
-__all__ = ["LENGTH", "Bridge", "expected", "install", "make_frames", "process",
-           "render_in_threads", "window_max_kernel"]  # fmt: skip
+__all__ = ["LAYOUTS", "LENGTH", "Bridge", "expected", "install", "make_frames", "nlm_backend",
+           "nlm_settings", "process", "render_in_threads", "window_max_kernel"]  # fmt: skip
 
 LENGTH = 8  # frames of the test clips
 
@@ -323,3 +325,40 @@ def expected(frames, n, radius, plane):
     radius = min(radius, n)  # KNLMeansCL's window at the clip's start
     numbers = [min(n + t, LENGTH - 1) for t in range(-radius, radius + 1)]
     return np.max([frames[f][plane] for f in numbers], axis=0)
+
+
+# --- small NLM backends on the fakes ------------------------------------------------------------
+
+#: Frame layouts the host tests render, each with its passes' (planes, distance).
+LAYOUTS = {
+    "GRAY8": (
+        FrameLayout(40, 12, ColorFamily.GRAY, 0, 0, 8, SampleType.INTEGER),
+        [((0,), Distance.LUMA)],
+    ),
+    "YUV420P16": (
+        FrameLayout(40, 12, ColorFamily.YUV, 1, 1, 16, SampleType.INTEGER),
+        [((0,), Distance.LUMA), ((1, 2), Distance.CHROMA)],
+    ),
+    "YUV444PS": (
+        FrameLayout(24, 10, ColorFamily.YUV, 0, 0, 32, SampleType.FLOAT),
+        [((0, 1, 2), Distance.YUV)],
+    ),
+}
+
+
+def nlm_settings(planes, distance, radius=1) -> NlmSettings:
+    """A small NLM pass (the fake kernel ignores everything but its planes and radius)."""
+    return NlmSettings(
+        planes=planes, distance=distance, strength=1.2, radius=radius, has_ref=False,
+        search_radius=2, patch_radius=1, wmode=WeightMode.WELSCH, wref=1.0,
+    )  # fmt: skip
+
+
+def nlm_backend(name: str, transfer: str, radius: int = 1, **kwargs):
+    """``(backend, layout, planes written)``: a CudaBackend of one NLM pass per plane group of
+    ``LAYOUTS[name]``."""
+    layout, groups = LAYOUTS[name]
+    passes = tuple(nlm_settings(planes, distance, radius) for planes, distance in groups)
+    backend = cuda_backend.CudaBackend(passes, layout, transfer=transfer, **kwargs)
+    written = {p for options in passes for p in options.planes}
+    return backend, layout, written
