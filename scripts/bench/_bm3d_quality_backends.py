@@ -249,8 +249,8 @@ def _bm3dvk2(core, clip, sigma, radius, chroma):
 BACKENDS: dict[str, Backend] = {
     "reference": Backend(
         about="the NumPy reference (`avdenoise_vs._backends.reference`): defaults block_step 3, "
-        "bm_range 19, groups of 16/32, lambda 2.7; colour = CBM3D in OPP; sequences = the "
-        "clip-level V-BM3D of `vbm3d.py`, two stages",
+        "bm_range 19, groups of 16/32 (8/16 for V-BM3D to sigma 20, step 4), lambda 2.7; colour = "
+        "CBM3D in OPP; sequences = the clip-level V-BM3D of `vbm3d.py`, two stages",
         image=_reference_image,
         video=_reference_video,
     ),

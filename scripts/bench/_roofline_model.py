@@ -27,7 +27,7 @@ import numpy as np
 from avdenoise_vs._bm3d.cuda.args import reference_grid
 from avdenoise_vs._bm3d.cuda.bm3d_pass import HOPPER_SHARED_LIMIT, _pass_spec
 from avdenoise_vs._bm3d.cuda.launch import stage_launches
-from avdenoise_vs._bm3d.cuda.source import _STRUCTURAL_ZERO, GROUP_HT, GROUP_WIENER, task_rows
+from avdenoise_vs._bm3d.cuda.source import _STRUCTURAL_ZERO, task_rows
 from avdenoise_vs._bm3d.cuda.workspace import WorkSizes
 from avdenoise_vs._bm3d.maths import TRANSFORM_HT, TRANSFORM_WIENER
 from avdenoise_vs._bm3d.transforms import forward_matrix, inverse_matrix
@@ -280,13 +280,12 @@ def transform_cost(blocks: int, name: str, inverse: bool) -> Cost:
                 int32=blocks * 16 * INT_PER["task"])  # fmt: skip
 
 
-def shrinkage_cost(group: float, wiener: bool) -> Cost:
+def shrinkage_cost(group: float, wiener: bool, k: int) -> Cost:
     """One channel of a group along the group axis (bm3d_stage.cuh:74-127), per position of 64:
     Haar transforms of ``4 (group - 1)`` operations each (bm3d_transform.cuh:33-49; forward and
     inverse, and the pilot's forward for Wiener), then the shrinkage of each of the ``K``
     registers (predicated past `group`): a compare (:84), or Wiener's weight, division and
-    norm (:114-118)."""
-    k = GROUP_WIENER if wiener else GROUP_HT
+    norm (:114-118). `k`: the stage's most blocks per group (``Bm3dSpec.groups``)."""
     haar = 4 * (group - 1)
     if wiener:
         per = Cost(fp32=3 * haar + k * (4 + _FP32_DIVIDE), int32=k * INT_PER["wiener"])
@@ -347,10 +346,10 @@ def stage_cost(geom: Geometry, wiener: bool, group: float, centre_share: float) 
     per_group = Cost(l1=inputs * 256 * group, shared=inputs * 256 * group,
                      int32=inputs * 64 * group * INT_PER["sample"])  # fmt: skip
     per_group += transform_cost(inputs * group, name, False) + transform_cost(group, name, True)
-    per_group += shrinkage_cost(group, wiener)
+    k = spec.groups[wiener]
+    per_group += shrinkage_cost(group, wiener, k)
     sums = geom.launches["bm3d_" + ("wiener" if wiener else "hard")].sums
     per_group += aggregation_cost(group, centre_share, sums)
-    k = GROUP_WIENER if wiener else GROUP_HT
     cost = matching_cost(spec, k) * refs + per_group * (refs * (spec.channels // geom.matched))
     if sums:
         _, reach = tile_reach(geom, wiener)
@@ -398,7 +397,7 @@ def frame_costs(case: Case, group: float | None = None, centre_share: float | No
     run = ["hard"] + ["wiener"] * (case.stages == 2)
     roles = {"load": load_cost(geom) * (1 if spatial else len(run))}
     for stage in run:
-        size = group or (GROUP_WIENER if stage == "wiener" else GROUP_HT)
+        size = group or geom.spec.groups[stage == "wiener"]
         roles[stage] = stage_cost(geom, stage == "wiener", size, share)
     roles["finish"] = finish_cost(geom, spatial, False)
     if case.stages == 2:

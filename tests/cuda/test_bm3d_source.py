@@ -16,19 +16,20 @@ import numpy as np
 import pytest
 
 from avdenoise_vs._bm3d.cuda.args import bm3d_args_dtype
-from avdenoise_vs._bm3d.cuda.bm3d_pass import HOPPER_SHARED_LIMIT
+from avdenoise_vs._bm3d.cuda.bm3d_pass import HOPPER_SHARED_LIMIT, _pass_spec
 from avdenoise_vs._bm3d.cuda.launch import fit_occupancy, fit_tiles
 from avdenoise_vs._bm3d.cuda.source import (
     BM3D_KERNELS,
     BM3D_PARTS,
     BM3D_TILES,
-    GROUP_HT,
-    GROUP_WIENER,
     Bm3dSpec,
     bm3d_kernel_name,
     bm3d_source,
     task_rows,
 )
+from avdenoise_vs._bm3d.maths import SPATIAL_GROUP_SIZES, TEMPORAL_GROUP_SIZES, group_sizes
+from avdenoise_vs._params.options import ColorFamily, Distance, FrameLayout, SampleType
+from avdenoise_vs._params.settings import Bm3dSettings, Stages
 
 __all__: list[str] = []
 
@@ -140,8 +141,9 @@ def _shared_sum_constants() -> dict[str, int]:
 def test_every_tile_fits_the_shared_sums_bound():
     """bm3d_stage.cuh asserts it at compile time; here for every tile a pass can pick."""
     most = _shared_sum_constants()["BM_SHARED_ADDS"]
+    largest = max(*SPATIAL_GROUP_SIZES, *TEMPORAL_GROUP_SIZES)
     for tile_x, tile_y in (*BM3D_TILES, (4, 1)):
-        assert tile_x * tile_y * max(GROUP_HT, GROUP_WIENER) <= most
+        assert tile_x * tile_y * largest <= most
 
 
 def test_split_shared_sums_add_up_to_the_exact_int64_sum():
@@ -203,3 +205,23 @@ def test_every_module_compiles_and_its_args_match_the_host_dtype(spec, kernel, t
     source += f'\nstatic_assert(sizeof(Bm3dArgs) == {size}, "Bm3dArgs layout");\n'
     result = _nvcc_compile(source, tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
+
+
+def test_a_pass_compiles_the_reference_group_sizes():
+    """The kernels group as many blocks as the oracle does (``maths.group_sizes``): 8 / 16 for
+    a window up to sigma 20 on a grid of step 4 at most, else 16 / 32, in the defines and the
+    kernels' names."""
+    layout = FrameLayout(64, 48, ColorFamily.GRAY, 0, 0, 32, SampleType.FLOAT)
+    cases = [(0, 3.0, 3, (16, 32)), (1, 3.0, 3, (8, 16)), (2, 20.0, 4, (8, 16)),
+             (1, 25.0, 3, (16, 32)), (1, 3.0, 8, (16, 32))]  # fmt: skip
+    for radius, sigma, step, sizes in cases:
+        options = Bm3dSettings(
+            planes=(0,), distance=Distance.LUMA, plane_strengths=(sigma,), radius=radius,
+            stages=Stages.BOTH, lambda_ht=2.7, mismatch_scale=1.0, block_step=step, bm_range=9,
+            ps_num=2, ps_range=4,
+        )  # fmt: skip
+        spec = _pass_spec(options, layout, HOPPER_SHARED_LIMIT)
+        assert spec.groups == group_sizes(2 * radius + 1, sigma, step) == sizes
+        source = bm3d_source(spec, ("bm3d_hard",))
+        assert f"#define BM_K_HT {sizes[0]}\n#define BM_K_WIENER {sizes[1]}\n" in source
+        assert f"_kh{sizes[0]}_kw{sizes[1]}_" in bm3d_kernel_name(spec, "bm3d_hard")

@@ -8,6 +8,7 @@ from skimage import data
 from skimage.metrics import peak_signal_noise_ratio
 
 from avdenoise_vs._bm3d import transforms
+from avdenoise_vs._bm3d.maths import group_sizes
 from avdenoise_vs._bm3d.reference import matching
 from avdenoise_vs._bm3d.reference.bm3d import (
     _options,
@@ -354,8 +355,25 @@ def test_clip_vbm3d_aggregates_every_window_frame_s_groups(odd_frame):
     frames = [odd_frame + rng.normal(0.0, 10.0, odd_frame.shape) for _ in range(3)]
     clip = FrameList(frames)
     sums = _Sums(clip=clip, radius=1, sigma=10.0, joint=False,
-                 opts=_options(3, 19, 2, 4, 16, 1.0), lambda_ht=2.7)  # fmt: skip
+                 opts=_options(3, 19, 2, 4, group_sizes(3, 10.0, 3)[0], 1.0),
+                 lambda_ht=2.7)  # fmt: skip
     assert sorted(sums.of(0)) == [0, 1]  # W(0) = (0, 0, 1)
     num = sums.of(0)[0][0] + sums.of(1)[0][0]
     den = sums.of(0)[0][1] + sums.of(1)[0][1]
     np.testing.assert_allclose(vbm3d(clip, 0, 10.0, radius=1, stages=1), num / den)
+
+
+def test_a_window_groups_fewer_blocks_at_low_noise_on_a_dense_grid():
+    """maths.group_sizes: 8 / 16 for a window up to sigma 20 and block_step 4, else 16 / 32;
+    vbm3d follows it unless told, and an explicit pair changes the estimate."""
+    assert group_sizes(1, 3.0, 3) == (16, 32)
+    assert group_sizes(3, 3.0, 3) == group_sizes(5, 20.0, 4) == (8, 16)
+    assert group_sizes(3, 20.5, 3) == group_sizes(3, 3.0, 5) == (16, 32)
+    rng = np.random.default_rng(5)
+    clean = np.tile(np.linspace(0.0, 255.0, 24), (24, 1))
+    clip = FrameList([clean + rng.normal(0.0, 10.0, clean.shape) for _ in range(3)])
+    default = vbm3d(clip, 1, 10.0, radius=1, bm_range=4)
+    np.testing.assert_array_equal(default, vbm3d(clip, 1, 10.0, radius=1, bm_range=4,
+                                                 group_sizes=(8, 16)))  # fmt: skip
+    assert not np.array_equal(default, vbm3d(clip, 1, 10.0, radius=1, bm_range=4,
+                                             group_sizes=(16, 32)))  # fmt: skip

@@ -33,6 +33,7 @@ from avdenoise_vs._bm3d.cuda.workspace import (
     WorkSizes,
     WorkspacePool,
 )  # fmt: skip
+from avdenoise_vs._bm3d.maths import bm3d_sigmas, group_sizes
 from avdenoise_vs._cuda.calls import KernelArgs, cuda_calls
 from avdenoise_vs._params.options import Distance, FrameLayout, SampleType
 from avdenoise_vs._params.settings import Bm3dSettings, Stages
@@ -63,6 +64,7 @@ def _pass_spec(options: Bm3dSettings, layout: FrameLayout, shared_limit: int) ->
         ps_num=options.ps_num,
         ps_range=options.ps_range,
         kernels=("bm3d_load", *stages, "bm3d_finish"),
+        groups=group_sizes(2 * options.radius + 1, bm3d_sigmas(options)[0], options.block_step),
     )
     return fit_occupancy(fit_tiles(spec, shared_limit), options.block_step, shared_limit)
 

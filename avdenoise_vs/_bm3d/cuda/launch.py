@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from avdenoise_vs._bm3d.cuda.source import GROUP_HT, GROUP_WIENER, SM_WARPS, Bm3dSpec
+from avdenoise_vs._bm3d.cuda.source import SM_WARPS, Bm3dSpec
 
 __all__ = ["StageLaunch", "fit_occupancy", "fit_tiles", "stage_launches"]
 
@@ -72,7 +72,7 @@ def _sums_pay(spec: Bm3dSpec, wiener: bool, step: int, shared_limit: int) -> boo
     """Whether tile sums take at most half the global atomics of the tile's groups without
     costing an SM a thread block: with 4 x 1 Wiener tiles at BM3DCUDA's settings they did
     (3 thread blocks an SM down to 2), and the kernel took 864 us a frame instead of 642."""
-    direct = spec.warps(wiener) * (GROUP_WIENER if wiener else GROUP_HT) * 64
+    direct = spec.warps(wiener) * spec.groups[wiener] * 64
     with_sums = _blocks_per_sm(spec, wiener, spec.shared_bytes(wiener, step), shared_limit)
     without = _blocks_per_sm(spec, wiener, spec.shared_bytes(wiener), shared_limit)
     return 2 * spec.tile_reach(wiener, step) <= direct and with_sums >= without

@@ -16,7 +16,14 @@ from importlib import resources
 
 import numpy as np
 
-from avdenoise_vs._bm3d.maths import KAISER_BETA, OPP, OPP_INVERSE, TRANSFORM_HT, TRANSFORM_WIENER
+from avdenoise_vs._bm3d.maths import (
+    KAISER_BETA,
+    OPP,
+    OPP_INVERSE,
+    SPATIAL_GROUP_SIZES,
+    TRANSFORM_HT,
+    TRANSFORM_WIENER,
+)
 from avdenoise_vs._bm3d.transforms import (
     BLOCK_SIZE,
     coefficient_std,
@@ -30,8 +37,6 @@ __all__ = [
     "BM3D_KERNELS",
     "BM3D_PARTS",
     "BM3D_TILES",
-    "GROUP_HT",
-    "GROUP_WIENER",
     "SM_WARPS",
     "Bm3dSpec",
     "bm3d_kernel_name",
@@ -62,9 +67,6 @@ BM3D_TILES = ((4, 2), (4, 1))
 #: hard-thresholding kernel of radius 0 faster (YUV444 727 us a frame against 788, luma 356
 #: against 362; radius 1 YUV444 1247 against 1209: docs/BENCHMARKS.md, "BM3D kernels").
 SM_WARPS = (16, 24)
-#: Most blocks per group in each stage, as in the reference (``group_size``).
-GROUP_HT = 16
-GROUP_WIENER = 32
 #: Floats per block in shared memory: 8 rows of 9 (``BM_BS``), against bank conflicts.
 _BLOCK_STRIDE = 72
 #: Most vertically adjacent candidates a lane compares per matching task: each holds one
@@ -98,6 +100,9 @@ class Bm3dSpec:
     sm_warps : tuple of int
         Warps of each of those kernels an SM's registers are to hold (:data:`SM_WARPS`):
         the registers a thread gets, 65536 / (32 * warps) at most.
+    groups : tuple of int
+        Most blocks per group of the hard-thresholding and Wiener stages (``BM_K_HT``,
+        ``BM_K_WIENER``): the reference's, ``maths.group_sizes`` of the window and sigma.
     """
 
     window: int
@@ -111,6 +116,7 @@ class Bm3dSpec:
     kernels: tuple[str, ...] = BM3D_KERNELS
     tiles: tuple[tuple[int, int], tuple[int, int]] = BM3D_TILES
     sm_warps: tuple[int, int] = (SM_WARPS[0], SM_WARPS[0])
+    groups: tuple[int, int] = SPATIAL_GROUP_SIZES
 
     @property
     def candidates(self) -> int:
@@ -121,7 +127,7 @@ class Bm3dSpec:
     def shared_bytes(self, wiener: bool, step: int | None = None) -> int:
         """Dynamic shared memory of one thread block of a stage kernel (``BmShared``), with
         the tile's sums for reference blocks `step` apart unless `step` is None."""
-        group = GROUP_WIENER if wiener else GROUP_HT
+        group = self.groups[wiener]
         blocks = (2 if wiener else 1) * group * _BLOCK_STRIDE
         per_warp = BLOCK_SIZE**2 + group + max(2 * self.candidates, blocks)
         sums = 0 if step is None else 2 * 8 * self.tile_reach(wiener, step)
@@ -174,10 +180,11 @@ def bm3d_kernel_name(spec: Bm3dSpec, kernel: str) -> str:
     that two modules never share a kernel name."""
     stage = kernel.removeprefix("bm3d_")
     (hard_x, hard_y), (wiener_x, wiener_y) = spec.tiles
+    group_ht, group_wiener = spec.groups
     return (
         f"avdenoise_bm3d_{stage}_t{spec.window}_c{spec.channels}_j{int(spec.joint)}"
         f"_rgb{int(spec.rgb)}_{DTYPE_TAGS[spec.dtype]}_bm{spec.bm_range}_pn{spec.ps_num}"
-        f"_pr{spec.ps_range}_kh{GROUP_HT}_kw{GROUP_WIENER}"
+        f"_pr{spec.ps_range}_kh{group_ht}_kw{group_wiener}"
         f"_th{hard_x}x{hard_y}_tw{wiener_x}x{wiener_y}_o{spec.sm_warps[0]}x{spec.sm_warps[1]}"
     )
 
@@ -254,8 +261,8 @@ def bm3d_source(spec: Bm3dSpec, kernels: tuple[str, ...] = BM3D_KERNELS) -> str:
         f"#define BM_PSR {spec.ps_range}",
         f"#define BM_ROWS_FULL {task_rows(2 * spec.bm_range + 1)}",
         f"#define BM_ROWS_PS {task_rows(2 * spec.ps_range + 1)}",
-        f"#define BM_K_HT {GROUP_HT}",
-        f"#define BM_K_WIENER {GROUP_WIENER}",
+        f"#define BM_K_HT {spec.groups[0]}",
+        f"#define BM_K_WIENER {spec.groups[1]}",
         f"#define BM_HARD_TX {spec.tiles[0][0]}",
         f"#define BM_HARD_TY {spec.tiles[0][1]}",
         f"#define BM_WIENER_TX {spec.tiles[1][0]}",

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from avdenoise_vs._bm3d.maths import group_sizes
 from avdenoise_vs._bm3d.reference.stages import StageOptions, Window, basic_stage, final_stage
 from avdenoise_vs._bm3d.transforms import BLOCK_SIZE
 
@@ -108,7 +109,7 @@ def bm3d_basic(
     ps_range: int = 4,
     mismatch_scale: float = 1.0,
     joint: bool = False,
-    group_size: int = 16,
+    group_size: int | None = None,
     window_refs: bool = True,
 ) -> np.ndarray:
     """Basic estimate of one frame: the hard-thresholding stage of BM3D / V-BM3D [1]_ [2]_.
@@ -146,8 +147,9 @@ def bm3d_basic(
         For ``C x H x W`` frames: group all channels with the matches of channel 0, as in
         CBM3D [3]_ (pass a luma-chroma image such as YUV or OPP, sigma per channel). False
         filters each channel on its own.
-    group_size : int
-        Most blocks per group, a power of two (``N_2``). Default 16, as in [1]_.
+    group_size : int, optional
+        Most blocks per group, a power of two (``N_2``). Default: 16 as in [1]_, 8 for a
+        window of several frames up to sigma 20 (``maths.group_sizes``).
     window_refs : bool
         True: reference blocks are taken in every frame of the window, and the groups of all
         of them that land in ``center`` are aggregated, as V-BM3D [2]_ does. False: only the
@@ -201,6 +203,8 @@ def bm3d_basic(
     """
     _check_center(center, len(frames))
     window = _as_window(frames, sigma)
+    if group_size is None:
+        group_size = group_sizes(len(frames), float(window.sigma[0]), block_step)[0]
     opts = _options(block_step, bm_range, ps_num, ps_range, group_size, mismatch_scale)
     refs = range(len(frames)) if window_refs else [center]
 
@@ -221,7 +225,7 @@ def basic_estimates(
     ps_range: int = 4,
     mismatch_scale: float = 1.0,
     joint: bool = False,
-    group_size: int = 16,
+    group_size: int | None = None,
     window_refs: bool = True,
 ) -> list[np.ndarray]:
     """Basic estimates of every frame of the window, the pilots of :func:`bm3d_final`.
@@ -242,6 +246,8 @@ group_size, window_refs
         One basic estimate per frame, each shaped like the frames.
     """
     window = _as_window(frames, sigma)
+    if group_size is None:
+        group_size = group_sizes(len(frames), float(window.sigma[0]), block_step)[0]
     opts = _options(block_step, bm_range, ps_num, ps_range, group_size, mismatch_scale)
     count = len(frames)
     if window_refs:
@@ -270,7 +276,7 @@ def bm3d_final(
     ps_range: int = 4,
     mismatch_scale: float = 1.0,
     joint: bool = False,
-    group_size: int = 32,
+    group_size: int | None = None,
     window_refs: bool = True,
 ) -> np.ndarray:
     """Final estimate of one frame: the Wiener stage of BM3D / V-BM3D [1]_ [2]_.
@@ -284,8 +290,9 @@ def bm3d_final(
     center, sigma, block_step, bm_range, ps_num, ps_range, mismatch_scale, joint, window_refs
         As for :func:`bm3d_basic`. The distance threshold is 400 at every sigma, as in [1]_'s
         normal profile: the basic estimates it compares carry little noise.
-    group_size : int
-        Most blocks per group, a power of two. Default 32, as in [1]_.
+    group_size : int, optional
+        Most blocks per group, a power of two. Default: 32 as in [1]_, 16 for a window of
+        several frames up to sigma 20 (``maths.group_sizes``).
 
     Returns
     -------
@@ -312,6 +319,8 @@ def bm3d_final(
             "avdenoise.BM3D: basic_frames must match frames, "
             f"got {pilot.video.shape} for {window.video.shape}"
         )
+    if group_size is None:
+        group_size = group_sizes(len(frames), float(window.sigma[0]), block_step)[1]
     opts = _options(block_step, bm_range, ps_num, ps_range, group_size, mismatch_scale)
     refs = range(len(frames)) if window_refs else [center]
 
@@ -343,7 +352,8 @@ def bm3d(
     frames, center, sigma, lambda_ht, block_step, bm_range, ps_num, ps_range, \
 mismatch_scale, joint, window_refs
         As for :func:`bm3d_basic`; both stages use the same grouping options, with groups of
-        at most 16 (hard thresholding) and 32 (Wiener) blocks.
+        at most 16 (hard thresholding) and 32 (Wiener) blocks, 8 and 16 for a window of
+        several frames up to sigma 20 (``maths.group_sizes``).
     stages : {1, 2}
         1 returns the basic estimate; 2 (default) adds the Wiener stage.
 

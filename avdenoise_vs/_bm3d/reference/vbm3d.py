@@ -28,6 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
+from avdenoise_vs._bm3d.maths import group_sizes as default_group_sizes
 from avdenoise_vs._bm3d.reference.bm3d import _as_window, _options
 from avdenoise_vs._bm3d.reference.stages import StageOptions, estimate, stage_sums
 
@@ -78,6 +79,7 @@ def vbm3d(
     ps_range: int = 4,
     mismatch_scale: float = 1.0,
     joint: bool = False,
+    group_sizes: tuple[int, int] | None = None,
     with_kept: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Estimate frame `n` of `clip` with V-BM3D (see the module notes), ``C x H x W``.
@@ -99,6 +101,10 @@ def vbm3d(
     pilot : ClipFrames, optional
         Basic estimates given by the caller (a ``ref`` clip): only the Wiener stage runs,
         matched on `pilot` and shrunk by its spectra.
+    group_sizes : (int, int), optional
+        Most blocks per group of the hard-thresholding and the Wiener stage, powers of two.
+        Default :func:`avdenoise_vs._bm3d.maths.group_sizes` of the window and the sigma of
+        channel 0, as the filters use.
     with_kept : bool
         Also return where the estimate is frame `n`'s own value: the pixels that no group
         reached because the blocks over them hold NaN or infinities (see
@@ -113,15 +119,22 @@ def vbm3d(
     if stages not in (1, 2):
         raise ValueError(f"avdenoise.BM3D: stages must be 1 or 2, got {stages}")
     grouping = (block_step, bm_range, ps_num, ps_range)
+    if group_sizes is None:
+        group_sizes = default_group_sizes(
+            2 * radius + 1, float(np.atleast_1d(sigma)[0]), block_step
+        )
+    ht_size, wiener_size = group_sizes
     common = dict(clip=clip, radius=radius, sigma=sigma, joint=joint)
     if pilot is None:
         basic = _Estimates(
-            _Sums(**common, opts=_options(*grouping, 16, mismatch_scale), lambda_ht=lambda_ht)
+            _Sums(**common, opts=_options(*grouping, ht_size, mismatch_scale), lambda_ht=lambda_ht)
         )
         if stages == 1:
             return basic.with_kept(n) if with_kept else basic(n)
         pilot = _EstimateFrames(clip, basic)
-    final = _Estimates(_Sums(**common, opts=_options(*grouping, 32, mismatch_scale), pilot=pilot))
+    final = _Estimates(
+        _Sums(**common, opts=_options(*grouping, wiener_size, mismatch_scale), pilot=pilot)
+    )
     return final.with_kept(n) if with_kept else final(n)
 
 
