@@ -102,7 +102,7 @@ class Bm3dSpec:
         the registers a thread gets, 65536 / (32 * warps) at most.
     groups : tuple of int
         Most blocks per group of the hard-thresholding and Wiener stages (``BM_K_HT``,
-        ``BM_K_WIENER``): the reference's, ``maths.group_sizes`` of the window and sigma.
+        ``BM_K_WIENER``): the reference's, ``maths.group_sizes`` of window, sigma and step.
     """
 
     window: int

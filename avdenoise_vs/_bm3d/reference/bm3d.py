@@ -149,7 +149,7 @@ def bm3d_basic(
         filters each channel on its own.
     group_size : int, optional
         Most blocks per group, a power of two (``N_2``). Default: 16 as in [1]_, 8 for a
-        window of several frames up to sigma 20 (``maths.group_sizes``).
+        window of several frames at low noise (``maths.group_sizes``).
     window_refs : bool
         True: reference blocks are taken in every frame of the window, and the groups of all
         of them that land in ``center`` are aggregated, as V-BM3D [2]_ does. False: only the
@@ -292,7 +292,7 @@ def bm3d_final(
         normal profile: the basic estimates it compares carry little noise.
     group_size : int, optional
         Most blocks per group, a power of two. Default: 32 as in [1]_, 16 for a window of
-        several frames up to sigma 20 (``maths.group_sizes``).
+        several frames at low noise (``maths.group_sizes``).
 
     Returns
     -------
@@ -353,7 +353,7 @@ def bm3d(
 mismatch_scale, joint, window_refs
         As for :func:`bm3d_basic`; both stages use the same grouping options, with groups of
         at most 16 (hard thresholding) and 32 (Wiener) blocks, 8 and 16 for a window of
-        several frames up to sigma 20 (``maths.group_sizes``).
+        several frames at low noise (``maths.group_sizes``).
     stages : {1, 2}
         1 returns the basic estimate; 2 (default) adds the Wiener stage.
 
