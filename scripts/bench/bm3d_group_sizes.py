@@ -4,8 +4,8 @@ For every picture, motion (a pan or a zoom, ``_bm3d_quality_runs.sequence``) and
 centre frame of a grey clip with white Gaussian noise is denoised by the clip-level V-BM3D
 (:func:`~avdenoise_vs._bm3d.reference.vbm3d.vbm3d`, two stages, ``Denoise``'s defaults) with
 each pair of ``--sizes`` (hard thresholding / Wiener). The table gives each pair's PSNR, the
-pair ``maths.group_sizes`` picks for that sigma, and each pair's mean per sigma: the evidence
-behind that rule (docs/BM3D_QUALITY.md, "Group sizes over time"). CPU only::
+pair ``maths.group_sizes`` picks for that sigma and block step, and each pair's mean per sigma:
+the evidence behind that rule (docs/BENCHMARKS.md, "V-BM3D group sizes"). CPU only::
 
     PYTHONPATH=. python scripts/bench/bm3d_group_sizes.py --markdown sizes.md
 
@@ -35,14 +35,19 @@ def _numbers(kind):
     return lambda text: [kind(v) for v in text.split(",") if v]
 
 
-def score(image: str, motion: str, size: int, sigma: float, radius: int, sizes, **grid) -> float:
-    """PSNR of the reference's estimate of the centre frame with group sizes `sizes`; `grid`:
-    ``block_step`` and ``bm_range`` when not ``Denoise``'s defaults."""
+def scores_by_pair(image, motion, size, sigma, radius, pairs, **grid) -> dict[str, float]:
+    """PSNR of the reference's estimate of the centre frame with each pair of group sizes, on
+    one noisy clip; `grid`: ``block_step`` and ``bm_range``."""
     reach = video_reach([radius])
     clean = sequence(image, motion, size, reach)
-    noisy = [c + noise(c.shape, sigma, seed=(11, k, int(sigma))) for k, c in enumerate(clean)]
-    estimate = vbm3d(FrameList(noisy), reach, sigma, radius=radius, group_sizes=sizes, **grid)
-    return scores(clean[reach], estimate[0])[0]
+    clip = FrameList(
+        [c + noise(c.shape, sigma, seed=(11, k, int(sigma))) for k, c in enumerate(clean)]
+    )
+    psnr = {}
+    for h, w in pairs:
+        estimate = vbm3d(clip, reach, sigma, radius=radius, group_sizes=(h, w), **grid)
+        psnr[f"{h}/{w}"] = scores(clean[reach], estimate[0])[0]
+    return psnr
 
 
 def markdown(rows: list[dict], pairs, command: str) -> str:
@@ -82,9 +87,8 @@ def main(argv: list[str] | None = None) -> None:
         for motion in args.motions.split(","):
             for sigma in args.sigmas:
                 start = time.perf_counter()
-                grid = dict(block_step=args.block_step, bm_range=args.bm_range)
-                psnr = {f"{h}/{w}": score(image, motion, args.size, sigma, args.radius, (h, w),
-                                          **grid) for h, w in args.sizes}  # fmt: skip
+                psnr = scores_by_pair(image, motion, args.size, sigma, args.radius, args.sizes,
+                                      block_step=args.block_step, bm_range=args.bm_range)  # fmt: skip
                 rule = "/".join(map(str, group_sizes(2 * args.radius + 1, sigma, args.block_step)))
                 rows.append(dict(image=image, motion=motion, sigma=sigma, psnr=psnr, rule=rule))
                 print(image, motion, sigma, psnr, f"({time.perf_counter() - start:.0f} s)",
