@@ -82,3 +82,18 @@ def test_memory_counts_workspaces_and_cached_sums(schedule, radius):
     cached = npass._schedule.memory_bytes()
     assert npass.memory_bytes() == npass.workspace_bytes + cached
     assert (cached > 0) == (radius > 0)
+
+
+@pytest.mark.parametrize(("stages", "ref", "pilots"), [(1, False, 0), (2, False, 1), (2, True, 1)])
+def test_spatial_workspaces_hold_pilot_planes_only_for_a_wiener_stage(
+    schedule, stages, ref, pilots
+):
+    """A one-stage spatial pass never reads a pilot: its workspace is the noisy planes and the
+    accumulator alone; a basic estimate, or the ref clip, needs pilot planes beside them."""
+    make, _ = schedule
+    npass = make(radius=0, stages=stages, ref=ref)
+    sizes = npass._pool.sizes
+    assert npass.workspace_bytes == (1 + pilots) * sizes.frame_bytes + sizes.acc_bytes
+    render(npass, [4])
+    workspace = npass._pool._free.get_nowait()
+    assert (workspace.pilot != 0) == bool(pilots)

@@ -119,7 +119,8 @@ class Bm3dPass:
             SpatialSchedule(self) if spatial
             else VBm3dSchedule(self, options.radius, sizes, self.frames_in_flight, accumulators)
         )  # fmt: skip
-        pilots = self.window if (spatial or options.has_ref) else 0
+        # Pilot planes: the ref clip's, or a spatial pass's basic estimate for its Wiener stage.
+        pilots = self.window if options.has_ref or (spatial and self.run_wiener) else 0
         self._pool = WorkspacePool(sizes, (self.window, pilots), spatial, count,
                                    self._schedule.equip)  # fmt: skip
         self.workspace_bytes = self._pool.workspace_bytes
