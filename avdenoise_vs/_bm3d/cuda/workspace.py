@@ -67,10 +67,10 @@ class WorkSizes:
 
 class Workspace:
     """One frame's work buffers: float planes of a job's window (noisy; pilot when the ref clip
-    is the pilot or the pass is spatial); for spatial BM3D also its accumulator and the
-    argument record of each launch, built once, and the event recorded after the last frame's
-    kernels that used it (0 before any: a spatial workspace is handed on on the GPU's
-    timeline)."""
+    is the pilot or a spatial pass has a Wiener stage, else 0); for spatial BM3D also its
+    accumulator and the argument record of each launch, built once, and the event recorded
+    after the last frame's kernels that used it (0 before any: a spatial workspace is handed
+    on on the GPU's timeline)."""
 
     __slots__ = ("memory", "noisy", "pilot", "acc", "spatial", "free_event")
 
